@@ -1,0 +1,535 @@
+// Kafka adapter of the record transport (production): kafkajs against any Kafka >= 2.x (tested on Apache
+// Kafka 3.9, KRaft). See src/ports/transport.ts for the contract.
+//
+// Publishing: one idempotent producer (acks=-1, one request in flight), so `publish` resolves only once
+// every record is durably written; concurrent publish() calls are coalesced into one produce request
+// (group commit), which keeps the webhook path fast under load without giving up the ack.
+//
+// Consuming (at-least-once, per-partition order):
+// - one kafkajs consumer per subscription, autoCommit off, fromBeginning for a new group;
+// - eachBatch with partitionsConsumedConcurrently: partitions run in parallel, records of one partition
+//   strictly one after the other;
+// - a record is handled, then its offset resolved; offsets (next offset = last handled + 1) are committed
+//   at the end of every batch, every `commitIntervalMs` inside long batches, before any backoff and on
+//   stop. A crash therefore re-delivers at most the records handled since the last commit: handlers must
+//   be idempotent, which at-least-once delivery requires anyway;
+// - PoisonRecordError (or a value that is not JSON) => the original record (same key, bytes and
+//   headers) goes to `<topic>.dlq` with x-dlq-reason / x-original-topic / x-original-partition /
+//   x-original-offset, once that write is acknowledged the offset moves past it: a poison record never
+//   stalls its partition;
+// - any other error => the same record is retried with capped exponential backoff and nothing after it
+//   on that partition is handled or committed until it succeeds. Short delays are waited in place
+//   (heartbeating); longer ones pause only that partition so the consumer's other partitions go on.
+import {
+  Kafka,
+  Partitioners,
+  logLevel as KafkaLogLevel,
+  type Admin,
+  type Consumer,
+  type EachBatchPayload,
+  type IHeaders,
+  type KafkaMessage,
+  type LogEntry,
+  type Message,
+  type Producer,
+  type logCreator,
+} from 'kafkajs';
+import {
+  dlqTopic,
+  PoisonRecordError,
+  type IncomingRecord,
+  type OutgoingRecord,
+  type RecordHandler,
+  type RecordTransport,
+  type SubscribeOptions,
+  type Subscription,
+} from '../../ports/transport';
+
+/** The slice of a pino logger this adapter uses. */
+export interface TransportLogger {
+  debug?(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface KafkaTransportOptions {
+  brokers: string[];
+  clientId: string;
+  logger?: TransportLogger;
+  /** partitions of topics this transport creates; default: the broker's num.partitions */
+  numPartitions?: number;
+  /** partitions one subscription handles at the same time (default 3) */
+  partitionsConsumedConcurrently?: number;
+  /** consumer group session timeout (default 30 s; the broker bounds it by group.min/max.session.timeout.ms) */
+  sessionTimeoutMs?: number;
+  /** consumer heartbeat interval (default: a tenth of the session timeout, at most 3 s) */
+  heartbeatIntervalMs?: number;
+  /** how long the broker holds a fetch waiting for new records (default 500 ms) */
+  maxWaitTimeMs?: number;
+  /** commit at least this often inside a long batch (default 1000 ms) */
+  commitIntervalMs?: number;
+  /** transient-error backoff: first delay and cap (default 50 ms .. 5 s) */
+  retryInitialMs?: number;
+  retryMaxMs?: number;
+  /** publish() rejects after this long without an ack (default 30 s) */
+  publishTimeoutMs?: number;
+}
+
+const KAFKAJS_LEVEL_NAMES: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [KafkaLogLevel.ERROR]: 'error',
+  [KafkaLogLevel.WARN]: 'warn',
+  [KafkaLogLevel.INFO]: 'info',
+  [KafkaLogLevel.DEBUG]: 'debug',
+};
+
+/** Routes kafkajs's own log (warn and error only) to the given logger. */
+function kafkajsLogCreator(logger: TransportLogger): logCreator {
+  return () =>
+    ({ namespace, level, log }: LogEntry) => {
+      const { message, timestamp: _timestamp, logger: _name, ...extra } = log;
+      const fields = { component: 'kafkajs', namespace, ...extra };
+      const method = KAFKAJS_LEVEL_NAMES[level] ?? 'warn';
+      if (method === 'debug') logger.debug?.(fields, message);
+      else logger[method](fields, message);
+    };
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export const isPoison = (err: unknown): err is PoisonRecordError =>
+  err instanceof PoisonRecordError || (err instanceof Error && err.name === 'PoisonRecordError');
+
+const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+function headersToStrings(headers: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (value === undefined) continue;
+    const first = Array.isArray(value) ? value[0] : value;
+    if (first !== undefined) out[name] = first.toString();
+  }
+  return out;
+}
+
+const encodeValue = (value: unknown) => JSON.stringify(value === undefined ? null : value);
+
+interface PendingSend {
+  topic: string;
+  messages: Message[];
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** Per-partition memory of the record being retried. */
+interface RetryState {
+  offset: string;
+  attempts: number;
+  /** the handler already refused it: only the dead-letter write is being retried */
+  poisonReason?: string;
+}
+
+type Outcome = { kind: 'done' } | { kind: 'retry'; error: unknown };
+
+export class KafkaTransport implements RecordTransport {
+  readonly kind = 'kafka' as const;
+
+  private readonly kafka: Kafka;
+  private readonly logger: TransportLogger | undefined;
+  private readonly opts: Required<Omit<KafkaTransportOptions, 'logger' | 'numPartitions' | 'heartbeatIntervalMs'>> &
+    Pick<KafkaTransportOptions, 'numPartitions' | 'heartbeatIntervalMs'>;
+  private producer: Producer | null = null;
+  private producerReady: Promise<Producer> | null = null;
+  private admin: Admin | null = null;
+  private adminReady: Promise<Admin> | null = null;
+  private readonly knownTopics = new Set<string>();
+  private readonly subscriptions = new Set<KafkaSubscription>();
+  private queue: PendingSend[] = [];
+  private flushing: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(options: KafkaTransportOptions) {
+    this.logger = options.logger;
+    this.opts = {
+      brokers: options.brokers,
+      clientId: options.clientId,
+      numPartitions: options.numPartitions,
+      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 3,
+      sessionTimeoutMs: options.sessionTimeoutMs ?? 30_000,
+      heartbeatIntervalMs: options.heartbeatIntervalMs,
+      maxWaitTimeMs: options.maxWaitTimeMs ?? 500,
+      commitIntervalMs: options.commitIntervalMs ?? 1_000,
+      retryInitialMs: options.retryInitialMs ?? 50,
+      retryMaxMs: options.retryMaxMs ?? 5_000,
+      publishTimeoutMs: options.publishTimeoutMs ?? 30_000,
+    };
+    this.kafka = new Kafka({
+      clientId: options.clientId,
+      brokers: options.brokers,
+      logLevel: KafkaLogLevel.WARN,
+      ...(options.logger ? { logCreator: kafkajsLogCreator(options.logger) } : {}),
+      connectionTimeout: 3_000,
+      requestTimeout: 30_000,
+      retry: { initialRetryTime: 100, maxRetryTime: 5_000, retries: 8 },
+    });
+  }
+
+  // ---- publishing ----------------------------------------------------------------------------------
+
+  async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await this.ensureTopics([topic]);
+    await this.send(
+      topic,
+      records.map((r) => ({
+        key: r.key,
+        value: encodeValue(r.value),
+        ...(r.headers ? { headers: r.headers } : {}),
+      })),
+    );
+  }
+
+  /** Enqueues messages for the producer; resolves once the broker acknowledged them (acks=-1). */
+  private send(topic: string, messages: Message[]): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('KafkaTransport is closed'));
+    const acked = new Promise<void>((resolve, reject) => {
+      this.queue.push({ topic, messages, resolve, reject });
+    });
+    if (!this.flushing) this.flushing = this.flush().finally(() => (this.flushing = null));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`Kafka did not acknowledge the publish to ${topic} within ${this.opts.publishTimeoutMs} ms`)),
+        this.opts.publishTimeoutMs,
+      );
+    });
+    return Promise.race([acked, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  private async flush(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      const byTopic = new Map<string, Message[]>();
+      for (const item of batch) {
+        const list = byTopic.get(item.topic) ?? [];
+        for (const m of item.messages) list.push(m);
+        byTopic.set(item.topic, list);
+      }
+      try {
+        const producer = await this.getProducer();
+        await producer.sendBatch({
+          acks: -1,
+          topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+        });
+        for (const item of batch) item.resolve();
+      } catch (err) {
+        for (const item of batch) item.reject(err);
+      }
+    }
+  }
+
+  private getProducer(): Promise<Producer> {
+    if (!this.producerReady) {
+      const producer = this.kafka.producer({
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+        createPartitioner: Partitioners.DefaultPartitioner,
+      });
+      this.producerReady = producer.connect().then(
+        () => (this.producer = producer),
+        (err) => {
+          this.producerReady = null;
+          throw err;
+        },
+      );
+    }
+    return this.producerReady;
+  }
+
+  // ---- admin ---------------------------------------------------------------------------------------
+
+  private getAdmin(): Promise<Admin> {
+    if (!this.adminReady) {
+      const admin = this.kafka.admin();
+      this.adminReady = admin.connect().then(
+        () => (this.admin = admin),
+        (err) => {
+          this.adminReady = null;
+          throw err;
+        },
+      );
+    }
+    return this.adminReady;
+  }
+
+  /** Creates the topics that do not exist yet (already existing is fine). */
+  async ensureTopics(topics: string[]): Promise<void> {
+    const missing = [...new Set(topics)].filter((t) => !this.knownTopics.has(t));
+    if (missing.length === 0) return;
+    const admin = await this.getAdmin();
+    try {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((topic) => ({
+          topic,
+          ...(this.opts.numPartitions ? { numPartitions: this.opts.numPartitions } : {}),
+        })),
+      });
+    } catch (err) {
+      // e.g. no permission to create topics: fine as long as they exist
+      try {
+        await admin.fetchTopicMetadata({ topics: missing });
+      } catch {
+        throw err;
+      }
+    }
+    for (const t of missing) this.knownTopics.add(t);
+  }
+
+  async ping(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.getAdmin().then((admin) => admin.describeCluster()),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error('Kafka ping timed out')), 5_000);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // ---- consuming -----------------------------------------------------------------------------------
+
+  async subscribe(topic: string, handler: RecordHandler, options: SubscribeOptions): Promise<Subscription> {
+    if (this.closed) throw new Error('KafkaTransport is closed');
+    await this.ensureTopics([topic, dlqTopic(topic)]);
+    const sessionTimeout = this.opts.sessionTimeoutMs;
+    const consumer = this.kafka.consumer({
+      groupId: options.groupId,
+      sessionTimeout,
+      heartbeatInterval: this.opts.heartbeatIntervalMs ?? Math.min(3_000, Math.floor(sessionTimeout / 10)),
+      maxWaitTimeInMs: this.opts.maxWaitTimeMs,
+      allowAutoTopicCreation: false,
+    });
+    const sub = new KafkaSubscription(this, consumer, topic, handler, options, this.opts, this.logger);
+    this.subscriptions.add(sub);
+    sub.onStopped = () => this.subscriptions.delete(sub);
+    try {
+      await sub.start();
+    } catch (err) {
+      this.subscriptions.delete(sub);
+      await consumer.disconnect().catch(() => {});
+      throw err;
+    }
+    return sub;
+  }
+
+  /** @internal used by subscriptions to dead-letter a record (resolves once acknowledged) */
+  deadLetter(message: KafkaMessage, source: { topic: string; partition: number }, reason: string): Promise<void> {
+    return this.send(dlqTopic(source.topic), [
+      {
+        key: message.key,
+        value: message.value,
+        headers: {
+          ...headersToStrings(message.headers),
+          'x-dlq-reason': reason,
+          'x-original-topic': source.topic,
+          'x-original-partition': String(source.partition),
+          'x-original-offset': message.offset,
+        },
+      },
+    ]);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.allSettled([...this.subscriptions].map((s) => s.stop()));
+    this.closed = true;
+    if (this.flushing) await this.flushing.catch(() => {});
+    const producer = this.producer;
+    const admin = this.admin;
+    this.producer = this.admin = null;
+    this.producerReady = this.adminReady = null;
+    await Promise.allSettled([producer?.disconnect(), admin?.disconnect()]);
+  }
+}
+
+class KafkaSubscription implements Subscription {
+  onStopped: () => void = () => {};
+  private stopping = false;
+  private stopped: Promise<void> | null = null;
+  private readonly retries = new Map<number, RetryState>();
+  private readonly resumeTimers = new Set<NodeJS.Timeout>();
+
+  constructor(
+    private readonly transport: KafkaTransport,
+    private readonly consumer: Consumer,
+    private readonly topic: string,
+    private readonly handler: RecordHandler,
+    private readonly options: SubscribeOptions,
+    private readonly opts: { commitIntervalMs: number; retryInitialMs: number; retryMaxMs: number; partitionsConsumedConcurrently: number },
+    private readonly logger: TransportLogger | undefined,
+  ) {}
+
+  async start(): Promise<void> {
+    const { CRASH } = this.consumer.events;
+    this.consumer.on(CRASH, (event) => {
+      this.logger?.error(
+        { topic: this.topic, groupId: this.options.groupId, err: event.payload.error, restart: event.payload.restart },
+        'Kafka consumer crashed',
+      );
+    });
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [this.topic], fromBeginning: true });
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.opts.partitionsConsumedConcurrently,
+      eachBatch: (payload) => this.eachBatch(payload),
+    });
+  }
+
+  stop(): Promise<void> {
+    if (!this.stopped) {
+      this.stopping = true;
+      for (const t of this.resumeTimers) clearTimeout(t);
+      this.resumeTimers.clear();
+      // disconnect() stops fetching, waits for the running batches (each finishes its in-flight handler
+      // and commits what succeeded), leaves the group and closes the connections.
+      this.stopped = this.consumer.disconnect().finally(() => this.onStopped());
+    }
+    return this.stopped;
+  }
+
+  private backoff(attempts: number): number {
+    return Math.min(this.opts.retryMaxMs, this.opts.retryInitialMs * 2 ** Math.max(0, attempts - 1));
+  }
+
+  private async eachBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale, pause } = payload;
+    const { topic, partition } = batch;
+    let lastHandled: string | null = null;
+    let lastCommitAt = Date.now();
+    const active = () => !this.stopping && isRunning() && !isStale();
+
+    const commit = async () => {
+      if (lastHandled === null) return;
+      const offset = (BigInt(lastHandled) + 1n).toString();
+      await commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition, offset }] }] });
+      lastHandled = null;
+      lastCommitAt = Date.now();
+    };
+    const beat = async () => {
+      try {
+        await heartbeat();
+      } catch (err) {
+        // rebalancing: keep what was done, then let kafkajs rejoin
+        await commit().catch(() => {});
+        throw err;
+      }
+    };
+
+    for (const message of batch.messages) {
+      if (!active()) break;
+      let outcome = await this.process(topic, partition, message);
+      // short delays: wait in place; long ones: pause this partition only and come back to the record
+      while (outcome.kind === 'retry') {
+        const state = this.retries.get(partition)!;
+        const delay = this.backoff(state.attempts);
+        this.logger?.warn(
+          { topic, partition, offset: message.offset, attempt: state.attempts, delayMs: delay, err: outcome.error },
+          'record handler failed; retrying',
+        );
+        await commit();
+        if (delay >= 1_000) {
+          const resume = pause();
+          const timer = setTimeout(() => {
+            this.resumeTimers.delete(timer);
+            resume();
+          }, delay);
+          this.resumeTimers.add(timer);
+          return;
+        }
+        const until = Date.now() + delay;
+        while (Date.now() < until && active()) {
+          await sleep(Math.min(100, until - Date.now()));
+          await beat();
+        }
+        if (!active()) return;
+        outcome = await this.process(topic, partition, message);
+      }
+      resolveOffset(message.offset);
+      lastHandled = message.offset;
+      await beat();
+      if (Date.now() - lastCommitAt >= this.opts.commitIntervalMs) await commit();
+    }
+    await commit();
+  }
+
+  /** Handles one record: done (handled or dead-lettered) or retry (transient failure). */
+  private async process(topic: string, partition: number, message: KafkaMessage): Promise<Outcome> {
+    let state = this.retries.get(partition);
+    if (state && state.offset !== message.offset) {
+      this.retries.delete(partition);
+      state = undefined;
+    }
+    const fail = (error: unknown, poisonReason?: string): Outcome => {
+      const s = state ?? { offset: message.offset, attempts: 0 };
+      s.attempts += 1;
+      if (poisonReason !== undefined) s.poisonReason = poisonReason;
+      this.retries.set(partition, s);
+      return { kind: 'retry', error };
+    };
+
+    const raw = message.value?.toString('utf8') ?? null;
+    let record: IncomingRecord = {
+      topic,
+      key: message.key?.toString('utf8') ?? null,
+      value: raw,
+      partition,
+      offset: message.offset,
+      headers: headersToStrings(message.headers),
+    };
+
+    let reason = state?.poisonReason;
+    if (reason === undefined) {
+      let parsed: { ok: true; value: unknown } | { ok: false; error: string };
+      try {
+        parsed = raw === null ? { ok: false, error: 'empty value' } : { ok: true, value: JSON.parse(raw) };
+      } catch (err) {
+        parsed = { ok: false, error: errorMessage(err) };
+      }
+      if (parsed.ok) {
+        record = { ...record, value: parsed.value };
+        try {
+          await this.handler(record);
+          this.retries.delete(partition);
+          return { kind: 'done' };
+        } catch (err) {
+          if (!isPoison(err)) return fail(err);
+          reason = err.reason || err.message;
+        }
+      } else {
+        reason = `value is not JSON: ${parsed.error}`;
+      }
+    }
+
+    try {
+      await this.transport.deadLetter(message, { topic, partition }, reason);
+    } catch (err) {
+      return fail(err, reason);
+    }
+    this.retries.delete(partition);
+    this.logger?.warn({ topic, partition, offset: message.offset, reason }, 'record sent to the dead-letter topic');
+    try {
+      this.options.onDeadLetter?.(record, reason);
+    } catch (err) {
+      this.logger?.error({ err }, 'onDeadLetter callback failed');
+    }
+    return { kind: 'done' };
+  }
+}

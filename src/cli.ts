@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { ConfigError, loadConfig } from './config';
+import { startRuntime } from './main';
+import { registerEventCommands } from './cli/events';
+import { registerProjectionCommands } from './cli/projections';
+import { registerServeCommands } from './cli/serve';
+
+// The `switchboard` command. Each group registers its sub-commands; add new groups here.
+export function buildCli(): Command {
+  const program = new Command('switchboard')
+    .description('Switchboard: business-messaging API (event-sourced). Configuration comes from the environment.')
+    .showHelpAfterError();
+  registerServeCommands(program);
+  registerProjectionCommands(program);
+  registerEventCommands(program);
+  return program;
+}
+
+export { loadConfig, startRuntime };
+
+if (require.main === module) {
+  buildCli()
+    .parseAsync(process.argv)
+    .catch((err: unknown) => {
+      if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+      else process.stderr.write(`switchboard: ${(err as Error)?.stack ?? String(err)}\n`);
+      process.exit(1);
+    });
+}

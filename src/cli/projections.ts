@@ -1,0 +1,62 @@
+import type { Command } from 'commander';
+import { allProjections, projectionByName } from '../projections/registry';
+import { rebuildProjection } from '../projections/rebuild';
+import { readCheckpoints } from '../projections/store';
+import { progress, progressDone, withCliRuntime } from './runtime';
+
+export function registerProjectionCommands(program: Command): void {
+  const projections = program.command('projections').description('read models: status and zero-downtime rebuild');
+
+  projections
+    .command('status')
+    .description('position, lag (events behind head) and state of each projection')
+    .option('--json', 'one JSON object per line')
+    .action((opts: { json?: boolean }) =>
+      withCliRuntime(async (s) => {
+        const checkpoints = new Map((await readCheckpoints(s.pool)).map((c) => [c.name, c]));
+        const rows = [];
+        for (const p of allProjections) {
+          const cp = checkpoints.get(p.name);
+          const lag = cp ? await s.store.countAfter(cp.position) : await s.store.countAfter('' as never);
+          rows.push({
+            name: p.name,
+            version: p.version,
+            storedVersion: cp?.version ?? null,
+            position: cp?.position || '(start)',
+            lag,
+            state: cp?.state ?? 'not created',
+            error: cp?.error ?? null,
+          });
+        }
+        if (opts.json) for (const r of rows) process.stdout.write(`${JSON.stringify(r)}\n`);
+        else {
+          process.stdout.write(`${'projection'.padEnd(16)}${'version'.padEnd(9)}${'position'.padEnd(22)}${'lag'.padEnd(10)}state\n`);
+          for (const r of rows) {
+            process.stdout.write(
+              `${r.name.padEnd(16)}${String(r.version).padEnd(9)}${r.position.padEnd(22)}${String(r.lag).padEnd(10)}${r.state}${r.error ? ` (${r.error})` : ''}\n`,
+            );
+          }
+        }
+      }),
+    );
+
+  projections
+    .command('rebuild')
+    .argument('<name>', `one of: ${allProjections.map((p) => p.name).join(', ')}`)
+    .description('rebuild into fresh tables from position zero while the old ones serve, then swap')
+    .action((name: string) =>
+      withCliRuntime(async (s) => {
+        const p = projectionByName(name);
+        if (!p) throw new Error(`unknown projection ${name}; known: ${allProjections.map((x) => x.name).join(', ')}`);
+        const started = Date.now();
+        const result = await rebuildProjection(s.pool, s.store, p, {
+          onProgress: (r) => progress(`rebuilding ${name}: ${r.read} events read, ${r.applied} applied`),
+        });
+        progressDone();
+        const secs = (Date.now() - started) / 1000;
+        process.stdout.write(
+          `rebuilt ${name} v${p.version}: ${result.read} events read, ${result.applied} applied in ${secs.toFixed(1)} s (${Math.round(result.read / Math.max(secs, 0.001))} events/s), swapped at ${result.position || '(start)'}\n`,
+        );
+      }),
+    );
+}

@@ -1,0 +1,68 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Pool } from 'pg';
+import { type ApiKeyRecord, findApiKeyByHash } from '../projections/apikeys/projection';
+import { hashApiKey, scopeOfKey } from '../shared/api-key';
+import { ApiError, forbidden, unauthorized } from './errors';
+
+/**
+ * Who may call an endpoint (ARCHITECTURE section 9):
+ *  - 'any':            company or global key (the export; company scoping is checked per requested company)
+ *  - 'company':        a company key; a global key gets 403 (it has no company whose resources to show)
+ *  - 'company-strict': an active company key only; a global key gets 401 (contacts get and upsert)
+ */
+export type AuthPolicy = 'any' | 'company' | 'company-strict';
+
+export interface AuthenticatedKey extends ApiKeyRecord {}
+
+/** An authenticated company key: companyId is set. */
+export interface CompanyKey extends AuthenticatedKey {
+  scope: 'company';
+  companyId: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    apiKey: AuthenticatedKey | null;
+  }
+  interface FastifyInstance {
+    authenticate: (request: FastifyRequest, policy: AuthPolicy) => Promise<AuthenticatedKey>;
+  }
+}
+
+export interface AuthDeps {
+  pool: Pool;
+  pepper: string;
+  prefix: string;
+  now: () => Date;
+}
+
+export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
+  app.decorateRequest('apiKey', null);
+  app.decorate('authenticate', async (request: FastifyRequest, policy: AuthPolicy) => {
+    const key = await resolveKey(request, deps);
+    if (key.scope === 'global') {
+      if (policy === 'company-strict') throw unauthorized('a company API key is required for this endpoint');
+      if (policy === 'company') throw forbidden('this API key has no access to company resources');
+    }
+    request.apiKey = key;
+    return key;
+  });
+}
+
+async function resolveKey(request: FastifyRequest, deps: AuthDeps): Promise<AuthenticatedKey> {
+  const header = request.headers['x-api-key'];
+  const clear = Array.isArray(header) ? header[0] : header;
+  if (!clear || clear.trim() === '') throw unauthorized('API key required: send it in the X-API-Key header');
+  const scope = scopeOfKey(deps.prefix, clear);
+  if (!scope || clear.length > 512) throw unauthorized('invalid API key');
+  const record = await findApiKeyByHash(deps.pool, hashApiKey(deps.pepper, clear));
+  if (!record || record.scope !== scope) throw unauthorized('invalid API key');
+  if (record.revoked) throw unauthorized('API key revoked');
+  if (record.expiresAt && record.expiresAt.getTime() <= deps.now().getTime()) throw unauthorized('API key expired');
+  return record;
+}
+
+export function requireCompany(key: AuthenticatedKey): CompanyKey {
+  if (key.scope !== 'company' || key.companyId === null) throw new ApiError(403, 'this API key has no access to company resources');
+  return key as CompanyKey;
+}

@@ -1,0 +1,42 @@
+import type { FastifyInstance } from 'fastify';
+import type { Services } from '../../services';
+
+/** Health, readiness, metrics and the OpenAPI document (no API key: operators and load balancers). */
+export function registerOpsRoutes(app: FastifyInstance, services: Services): void {
+  const ops = { schema: { hide: true } };
+
+  app.get('/healthz', ops, async () => ({ status: 'ok' }));
+
+  app.get('/readyz', ops, async (_request, reply) => {
+    const checks: Record<string, string> = {};
+    const probe = async (name: string, fn: () => Promise<unknown>) => {
+      try {
+        await withTimeout(fn(), 2000);
+        checks[name] = 'ok';
+      } catch (err) {
+        checks[name] = `failing: ${(err as Error).message}`;
+      }
+    };
+    await Promise.all([
+      probe('database', () => services.pool.query('SELECT 1')),
+      probe('eventStore', () => services.store.ping()),
+      ...(services.transport.kind === 'kafka' ? [probe('kafka', () => services.transport.ping())] : []),
+    ]);
+    const ready = Object.values(checks).every((v) => v === 'ok');
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks });
+  });
+
+  app.get('/metrics', ops, async (_request, reply) => {
+    reply.header('content-type', services.metrics.registry.contentType);
+    return services.metrics.registry.metrics();
+  });
+
+  app.get('/openapi.json', ops, async () => app.swagger());
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    p.then((v) => { clearTimeout(t); resolve(v); }, (e) => { clearTimeout(t); reject(e); });
+  });
+}

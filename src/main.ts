@@ -1,0 +1,141 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import type { Pool } from 'pg';
+import type { Config } from './config';
+import { PostgresEventStore } from './adapters/event-store/postgres';
+import { EsdbEventStore } from './adapters/event-store/esdb';
+import { InProcessTransport } from './adapters/in-process/transport';
+import { KafkaTransport } from './adapters/kafka/transport';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './adapters/postgres/embedded';
+import { migrate } from './adapters/postgres/migrations';
+import { createPool } from './adapters/postgres/pool';
+import { createEventRegistry } from './events/catalogue';
+import { ValidatingEventStore } from './events/validating-store';
+import { buildApp } from './http/app';
+import type { EventStore } from './ports/event-store';
+import type { RecordTransport } from './ports/transport';
+import { allProjections } from './projections/registry';
+import type { Secrets, Services } from './services';
+import { createMetrics } from './shared/metrics';
+import { startWorkers, type Workers } from './workers';
+import { ProjectionRunner } from './workers/projection-runner';
+
+export type Role = 'serve' | 'worker' | 'cli';
+
+export interface Runtime {
+  services: Services;
+  app?: FastifyInstance;
+  url?: string;
+  stop(): Promise<void>;
+}
+
+/** Secrets: from the environment, else generated once into DATA_DIR (embedded default only). */
+export function resolveSecrets(config: Config): Secrets {
+  const { anonymizationSecret, apiKeyPepper } = config.secrets;
+  if (anonymizationSecret && apiKeyPepper) return { anonymizationSecret, apiKeyPepper };
+  const dir = resolve(config.dataDir);
+  const file = join(dir, 'secrets.json');
+  mkdirSync(dir, { recursive: true });
+  const stored: Partial<Secrets> = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : {};
+  const secrets: Secrets = {
+    anonymizationSecret: anonymizationSecret ?? stored.anonymizationSecret ?? randomBytes(32).toString('hex'),
+    apiKeyPepper: apiKeyPepper ?? stored.apiKeyPepper ?? randomBytes(32).toString('hex'),
+  };
+  if (stored.anonymizationSecret !== secrets.anonymizationSecret || stored.apiKeyPepper !== secrets.apiKeyPepper) {
+    writeFileSync(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  }
+  return secrets;
+}
+
+export interface AssembleInput {
+  config: Config;
+  secrets: Secrets;
+  pool: Pool;
+  store: EventStore;
+  transport: RecordTransport;
+  logger: Logger;
+  now?: () => Date;
+}
+
+/** Wires services from already-built adapters (main and the tests share this). */
+export function assembleServices(input: AssembleInput): Services {
+  const registry = createEventRegistry();
+  const store = new ValidatingEventStore(input.store, registry);
+  const runner = new ProjectionRunner(input.pool, store, allProjections, { logger: input.logger });
+  return {
+    config: input.config,
+    secrets: input.secrets,
+    pool: input.pool,
+    store,
+    registry,
+    runner,
+    transport: input.transport,
+    metrics: createMetrics(),
+    logger: input.logger,
+    now: input.now ?? (() => new Date()),
+  };
+}
+
+/** The composition root: picks adapters from config, wires, starts what the role runs. */
+export async function startRuntime(config: Config, role: Role): Promise<Runtime> {
+  const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'headers["x-api-key"]'] });
+  const cleanups: Array<() => Promise<unknown>> = [];
+  const cleanup = async () => {
+    for (const fn of cleanups.reverse()) await fn().catch((err) => logger.error({ err }, 'shutdown step failed'));
+    cleanups.length = 0;
+  };
+  try {
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      const embedded: EmbeddedPostgresHandle = await startEmbeddedPostgres(config.dataDir);
+      cleanups.push(() => embedded.stop());
+      databaseUrl = embedded.url;
+    }
+    const secrets = resolveSecrets(config);
+    const pool = createPool(databaseUrl, role === 'cli' ? 4 : 20);
+    cleanups.push(() => pool.end());
+    await migrate(pool);
+
+    let store: EventStore;
+    if (config.eventStore.kind === 'esdb') {
+      store = new EsdbEventStore({ connectionString: config.eventStore.url });
+    } else {
+      const pg = new PostgresEventStore(pool);
+      if (role !== 'cli') await pg.listen();
+      store = pg;
+    }
+    cleanups.push(() => store.close());
+
+    const transport: RecordTransport = config.kafka
+      ? new KafkaTransport({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger })
+      : new InProcessTransport();
+    cleanups.push(() => transport.close());
+
+    const services = assembleServices({ config, secrets, pool, store, transport, logger });
+    let workers: Workers | undefined;
+    if (role === 'cli') {
+      await services.runner.prepare();
+    } else {
+      await services.runner.start();
+      cleanups.push(() => services.runner.stop());
+      workers = await startWorkers(services, { role });
+      cleanups.push(() => workers!.stop());
+    }
+
+    let app: FastifyInstance | undefined;
+    let url: string | undefined;
+    if (role === 'serve') {
+      app = await buildApp(services, { logger: { level: config.logLevel, redact: ['req.headers["x-api-key"]'] } });
+      // Closing the app first: stop taking requests, let in-flight ones finish.
+      cleanups.push(() => app!.close());
+      url = await app.listen({ port: config.http.port, host: config.http.host });
+    }
+    return { services, app, url, stop: cleanup };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}

@@ -1,0 +1,81 @@
+// The event store port. Commands and projections depend on this file only; adapters live in
+// src/adapters/event-store/{postgres,esdb}.ts and are picked by the composition root.
+
+/** Opaque, adapter-owned, serialisable as text. Never a JS number. */
+export type Position = string & { readonly __brand: 'Position' };
+
+export const START: Position = '' as Position;
+
+export type ExpectedRevision = 'no_stream' | 'exists' | 'any' | bigint;
+
+export interface EventMetadata {
+  eventId: string;
+  correlationId: string;
+  causationId: string | null;
+  companyId: number | null;
+  /** api key id, `system`, `provider`, `cli` */
+  actor: string;
+  /** ISO 8601 */
+  at: string;
+  schemaVersion?: number;
+}
+
+export interface EventToAppend {
+  type: string;
+  data: unknown;
+  metadata: EventMetadata;
+}
+
+export interface RecordedEvent<T extends string = string, D = unknown> {
+  type: T;
+  data: D;
+  metadata: EventMetadata;
+  streamId: string;
+  /** 0-based revision of the event within its stream */
+  revision: bigint;
+  position: Position;
+}
+
+export interface AppendResult {
+  /** revision of the last event now in the stream */
+  nextRevision: bigint;
+  /** position of the last appended event (or of the already stored one when idempotent) */
+  position: Position;
+  /** true when every event id was already stored: nothing was appended */
+  alreadyAppended: boolean;
+}
+
+export interface ReadAllBatch {
+  events: RecordedEvent[];
+  /** position to pass as `after` on the next call; equals `after` when nothing was read */
+  nextPosition: Position;
+}
+
+export interface EventStore {
+  readonly kind: 'postgres' | 'esdb';
+  append(streamId: string, events: EventToAppend[], expected: ExpectedRevision): Promise<AppendResult>;
+  /** all events of a stream in revision order, from `fromRevision` (default 0) */
+  readStream(streamId: string, fromRevision?: bigint): Promise<RecordedEvent[]>;
+  /** events in global order strictly after `after` (START = beginning); never skips a late commit */
+  readAll(after: Position, limit: number): Promise<ReadAllBatch>;
+  /** position of the newest event readable by readAll (START when empty) */
+  headPosition(): Promise<Position>;
+  /** number of events after `after` up to the head (for lag) */
+  countAfter(after: Position): Promise<number>;
+  comparePositions(a: Position, b: Position): number;
+  /** resolves when something may have been appended (in-process or, where supported, by others) */
+  onAppended(listener: () => void): () => void;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class WrongExpectedRevisionError extends Error {
+  constructor(
+    readonly streamId: string,
+    readonly expected: ExpectedRevision,
+    readonly actual: bigint | 'no_stream',
+  ) {
+    super(`wrong expected revision on ${streamId}: expected ${String(expected)}, actual ${String(actual)}`);
+    this.name = 'WrongExpectedRevisionError';
+  }
+}

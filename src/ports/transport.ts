@@ -1,0 +1,55 @@
+// The transport port for incoming records (provider notifications, chat messages).
+// Adapters: src/adapters/kafka/transport.ts (production) and src/adapters/in-process/transport.ts.
+
+export interface IncomingRecord {
+  topic: string;
+  key: string | null;
+  value: unknown;
+  /** adapter-specific coordinates, for logs and DLQ entries */
+  partition?: number;
+  offset?: string;
+  headers?: Record<string, string>;
+}
+
+export interface OutgoingRecord {
+  key: string | null;
+  value: unknown;
+  headers?: Record<string, string>;
+}
+
+/** Thrown by a handler for a record that can never be applied: it goes to `<topic>.dlq` with the reason. */
+export class PoisonRecordError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = 'PoisonRecordError';
+  }
+}
+
+export type RecordHandler = (record: IncomingRecord) => Promise<void>;
+
+export interface SubscribeOptions {
+  /** consumer group (Kafka); ignored in-process */
+  groupId: string;
+  /** called for every record sent to the DLQ (metrics) */
+  onDeadLetter?: (record: IncomingRecord, reason: string) => void;
+}
+
+export interface Subscription {
+  /** stops taking records, lets the in-flight handler finish, commits what succeeded */
+  stop(): Promise<void>;
+}
+
+export interface RecordTransport {
+  readonly kind: 'kafka' | 'in-process';
+  /** resolves only once the records are durably acknowledged (Kafka acks=-1 / handler done in-process) */
+  publish(topic: string, records: OutgoingRecord[]): Promise<void>;
+  /**
+   * Handler contract: resolve = done (offset committed); throw PoisonRecordError = dead-letter and move on;
+   * any other error = transient, retried with backoff without committing.
+   */
+  subscribe(topic: string, handler: RecordHandler, options: SubscribeOptions): Promise<Subscription>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const dlqTopic = (topic: string): string => `${topic}.dlq`;

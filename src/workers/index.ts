@@ -1,0 +1,30 @@
+import type { Services } from '../services';
+
+export interface Workers {
+  /** stops taking work, lets in-flight work finish, commits offsets */
+  stop(): Promise<void>;
+}
+
+export interface WorkerOptions {
+  role: 'serve' | 'worker';
+}
+
+type Stoppable = { stop(): Promise<void> };
+
+// Long-running loops besides the projection runner, one line per worker. Add new workers here.
+const workerFactories: Array<(services: Services, options: WorkerOptions) => Promise<Stoppable>> = [];
+
+export async function startWorkers(services: Services, options: WorkerOptions): Promise<Workers> {
+  const started: Stoppable[] = [];
+  try {
+    for (const start of workerFactories) started.push(await start(services, options));
+  } catch (err) {
+    await Promise.allSettled(started.map((w) => w.stop()));
+    throw err;
+  }
+  return {
+    async stop() {
+      await Promise.allSettled(started.reverse().map((w) => w.stop()));
+    },
+  };
+}

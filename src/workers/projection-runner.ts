@@ -34,6 +34,8 @@ export class ProjectionRunner {
   private readonly lockedElsewhere = new Set<string>();
   private readonly advanced = new EventEmitter();
   private readonly wakers = new Map<string, () => void>();
+  /** projections kicked while a batch was running: they look again before sleeping */
+  private readonly kicked = new Set<string>();
   private readonly loops: Promise<void>[] = [];
   private running = false;
   private unsubscribe: (() => void) | undefined;
@@ -72,6 +74,7 @@ export class ProjectionRunner {
   }
 
   kick(): void {
+    for (const p of this.projections) this.kicked.add(p.name);
     for (const wake of this.wakers.values()) wake();
   }
 
@@ -131,6 +134,7 @@ export class ProjectionRunner {
         continue;
       }
       if (read > 0 && read >= this.batchSize) continue;
+      if (this.kicked.delete(p.name)) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(finish, this.pollMs);
         const wake = () => finish();
@@ -146,6 +150,7 @@ export class ProjectionRunner {
 
   /** One batch: events read, or -1 when another process holds the projection. */
   async runBatch(p: Projection): Promise<number> {
+    this.kicked.delete(p.name);
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');

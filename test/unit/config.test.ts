@@ -1,0 +1,45 @@
+import { ConfigError, loadConfig } from '../../src/config';
+
+describe('config', () => {
+  it('has the documented defaults with an empty environment', () => {
+    const c = loadConfig({});
+    expect(c.http).toEqual({ port: 8080, host: '127.0.0.1' });
+    expect(c.dataDir).toBe('./.switchboard');
+    expect(c.databaseUrl).toBeUndefined();
+    expect(c.eventStore).toEqual({ kind: 'postgres' });
+    expect(c.kafka).toBeUndefined();
+    expect(c.provider.kind).toBe('sandbox');
+    expect(c.provider.sandboxDelivery).toBe('auto');
+    expect(c.apiKeyPrefix).toBe('sbk');
+    expect(c.logLevel).toBe('info');
+  });
+
+  it('reads every variable', () => {
+    const c = loadConfig({
+      PORT: '9000', HOST: '0.0.0.0', DATA_DIR: '/d', DATABASE_URL: 'postgres://x/y', EVENT_STORE: 'esdb',
+      EVENTSTORE_URL: 'esdb://h:2113?tls=false', KAFKA_BROKERS: 'a:9092, b:9092', KAFKA_CLIENT_ID: 'c', PROVIDER: 'cloud-api',
+      PROVIDER_BASE_URL: 'http://p', PROVIDER_API_VERSION: 'v1', PROVIDER_ACCESS_TOKEN: 't', PROVIDER_APP_SECRET: 's',
+      PROVIDER_VERIFY_TOKEN: 'v', SANDBOX_DELIVERY: 'off', ANONYMIZATION_SECRET: 'an', API_KEY_PEPPER: 'pe', API_KEY_PREFIX: 'abc', LOG_LEVEL: 'warn',
+    });
+    expect(c.http).toEqual({ port: 9000, host: '0.0.0.0' });
+    expect(c.eventStore).toEqual({ kind: 'esdb', url: 'esdb://h:2113?tls=false' });
+    expect(c.kafka).toEqual({ brokers: ['a:9092', 'b:9092'], clientId: 'c' });
+    expect(c.provider).toEqual({ kind: 'cloud-api', baseUrl: 'http://p', apiVersion: 'v1', accessToken: 't', appSecret: 's', verifyToken: 'v', sandboxDelivery: 'off' });
+    expect(c.secrets).toEqual({ anonymizationSecret: 'an', apiKeyPepper: 'pe' });
+    expect(c.apiKeyPrefix).toBe('abc');
+  });
+
+  it('names an invalid variable', () => {
+    expect(() => loadConfig({ PORT: 'abc' })).toThrow(/PORT: Invalid input/);
+    expect(() => loadConfig({ SANDBOX_DELIVERY: 'sometimes' })).toThrow(/SANDBOX_DELIVERY/);
+  });
+
+  it('names every missing dependent variable', () => {
+    const attempt = () => loadConfig({ EVENT_STORE: 'esdb', DATABASE_URL: 'postgres://x', PROVIDER: 'cloud-api' });
+    expect(attempt).toThrow(ConfigError);
+    expect(attempt).toThrow(/EVENTSTORE_URL: required when EVENT_STORE=esdb/);
+    expect(attempt).toThrow(/ANONYMIZATION_SECRET: required when DATABASE_URL is set/);
+    expect(attempt).toThrow(/API_KEY_PEPPER: required when DATABASE_URL is set/);
+    expect(attempt).toThrow(/PROVIDER_ACCESS_TOKEN: required when PROVIDER=cloud-api/);
+  });
+});

@@ -20,9 +20,8 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const log = runtime.services.logger;
   if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
   else log.info({ ms: Date.now() - started }, 'worker started');
-  for (const hook of onServeStarted) await hook(runtime);
-
   let stopping = false;
+  let hooksDone: Promise<void> = Promise.resolve();
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -32,11 +31,24 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
       process.exit(1);
     }, 30_000);
     force.unref();
+    await hooksDone;
     await runtime.stop();
     process.exit(0);
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+
+  hooksDone = (async () => {
+    for (const hook of onServeStarted) {
+      if (stopping) return;
+      try {
+        await hook(runtime);
+      } catch (err) {
+        log.error({ err }, 'start-up hook failed');
+      }
+    }
+  })();
+  await hooksDone;
 }
 
 /** Hooks run once `serve`/`worker` is up (e.g. the demo seeding on a fresh data dir). */

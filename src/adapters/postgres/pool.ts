@@ -8,8 +8,10 @@ export type Tx = PoolClient;
 
 export function createPool(url: string, max = 10): Pool {
   const pool = new Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000 });
-  // A terminated backend (fault, failover) surfaces here for idle clients; the pool replaces them.
+  // A terminated backend (fault, failover, shutdown) surfaces here for idle clients; the pool replaces them.
   pool.on('error', () => undefined);
+  // For checked-out clients the failing query rejects; without a listener the client's 'error' event would crash.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 

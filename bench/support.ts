@@ -1,0 +1,71 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Pool } from 'pg';
+import { startEmbeddedPostgres } from '../src/adapters/postgres/embedded';
+import { migrate } from '../src/adapters/postgres/migrations';
+import { createPool } from '../src/adapters/postgres/pool';
+
+export interface BenchLine {
+  bench: string;
+  metric: string;
+  value: number;
+  unit: string;
+  baseline?: string;
+  baseline_value?: number;
+  ratio?: number;
+  budget?: number;
+  ok?: boolean;
+  [extra: string]: unknown;
+}
+
+/** One JSON object per line on stdout, nothing else (ARCHITECTURE section 13). */
+export function emit(line: BenchLine): void {
+  const out: BenchLine = { ...line };
+  if (out.baseline_value !== undefined && out.ratio === undefined) out.ratio = round(out.value / out.baseline_value, 3);
+  if (out.budget !== undefined && out.ok === undefined) {
+    out.ok = out.ratio !== undefined ? out.ratio >= out.budget : out.unit === 'ms' ? out.value < out.budget : out.value >= out.budget;
+  }
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+
+export const round = (n: number, digits = 1): number => Math.round(n * 10 ** digits) / 10 ** digits;
+
+export const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
+
+/** A Postgres for the bench: DATABASE_URL (a fresh database in it) or an embedded server in a temp dir. */
+export async function benchDatabase(name: string): Promise<{ url: string; pool: Pool; close(): Promise<void> }> {
+  const base = process.env.DATABASE_URL;
+  let stopServer = async () => {};
+  let dir: string | undefined;
+  let serverUrl: string;
+  if (base) {
+    serverUrl = base;
+  } else {
+    dir = mkdtempSync(join(tmpdir(), `switchboard-bench-${name}-`));
+    const pg = await startEmbeddedPostgres(dir);
+    serverUrl = pg.url;
+    stopServer = pg.stop;
+  }
+  const dbName = `bench_${name.replace(/\W/g, '_')}_${process.pid}`;
+  const admin = createPool(serverUrl, 1);
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  await admin.end();
+  const u = new URL(serverUrl);
+  u.pathname = `/${dbName}`;
+  const url = u.toString();
+  const pool = createPool(url, 20);
+  await migrate(pool);
+  return {
+    url,
+    pool,
+    async close() {
+      await pool.end();
+      const a = createPool(serverUrl, 1);
+      await a.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
+      await a.end();
+      await stopServer();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

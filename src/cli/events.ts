@@ -22,22 +22,25 @@ export function registerEventCommands(program: Command): void {
         if (position !== START) s.store.comparePositions(position, position); // validates the position's format
         let written = 0;
         let scanned = 0;
+        let resumeFrom = position;
         while (written < limit) {
           const batch = await s.store.readAll(position, 2000);
           if (batch.events.length === 0) break;
           for (const e of batch.events) {
             scanned++;
+            resumeFrom = e.position;
             if (types && !types.has(e.type)) continue;
             if (companies && (e.metadata.companyId === null || !companies.has(e.metadata.companyId))) continue;
             const line = JSON.stringify({ position: e.position, stream: e.streamId, revision: e.revision.toString(), type: e.type, data: e.data, metadata: e.metadata });
             if (!process.stdout.write(`${line}\n`)) await new Promise((r) => process.stdout.once('drain', r));
             if (++written >= limit) break;
           }
+          if (written < limit) resumeFrom = batch.nextPosition;
           position = batch.nextPosition;
           progress(`exported ${written} of ${scanned} events`);
         }
         progressDone();
-        process.stderr.write(`exported ${written} events (scanned ${scanned}); resume with --from '${position}'\n`);
+        process.stderr.write(`exported ${written} events (scanned ${scanned}); resume with --from '${resumeFrom}'\n`);
       }),
     );
 

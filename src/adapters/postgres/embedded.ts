@@ -43,6 +43,11 @@ export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPo
   const previous: EmbeddedState | undefined = existsSync(stateFile)
     ? (JSON.parse(readFileSync(stateFile, 'utf8')) as EmbeddedState)
     : undefined;
+  // Another switchboard process (e.g. `serve`) already runs this data dir's server: share it, don't own it.
+  if (previous && existsSync(join(databaseDir, 'postmaster.pid'))) {
+    const running = `postgres://postgres:${encodeURIComponent(previous.password)}@127.0.0.1:${previous.port}/switchboard`;
+    if (await answers(running)) return { url: running, stop: async () => {} };
+  }
   const password = previous?.password ?? cryptoRandom();
   const port = await freePort(previous?.port ?? 0);
   writeFileSync(stateFile, JSON.stringify({ port, password } satisfies EmbeddedState), { mode: 0o600 });
@@ -68,6 +73,21 @@ export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPo
     url: url.replace(/\/postgres$/, '/switchboard'),
     stop: () => pg.stop(),
   };
+}
+
+async function answers(url: string): Promise<boolean> {
+  const { Client } = await import('pg');
+  const client = new Client({ connectionString: url, connectionTimeoutMillis: 1500 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 /**

@@ -6,16 +6,16 @@ import pino, { type Logger } from 'pino';
 import type { Pool } from 'pg';
 import type { Config } from './config';
 import { PostgresEventStore } from './adapters/event-store/postgres';
-import { EsdbEventStore } from './adapters/event-store/esdb';
 import { InProcessTransport } from './adapters/in-process/transport';
-import { KafkaTransport } from './adapters/kafka/transport';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './adapters/postgres/embedded';
 import { migrate } from './adapters/postgres/migrations';
 import { createPool } from './adapters/postgres/pool';
+import { createProvider } from './adapters/provider';
 import { createEventRegistry } from './events/catalogue';
 import { ValidatingEventStore } from './events/validating-store';
 import { buildApp } from './http/app';
 import type { EventStore } from './ports/event-store';
+import type { MessagingProvider } from './ports/provider';
 import type { RecordTransport } from './ports/transport';
 import { allProjections } from './projections/registry';
 import type { Secrets, Services } from './services';
@@ -58,6 +58,8 @@ export interface AssembleInput {
   transport: RecordTransport;
   logger: Logger;
   now?: () => Date;
+  /** default: built from config.provider (sandbox or cloud-api) */
+  provider?: MessagingProvider;
 }
 
 /** Wires services from already-built adapters (main and the tests share this). */
@@ -73,6 +75,7 @@ export function assembleServices(input: AssembleInput): Services {
     registry,
     runner,
     transport: input.transport,
+    provider: input.provider ?? createProvider(input.config.provider, input.transport, input.logger),
     metrics: createMetrics(),
     logger: input.logger,
     now: input.now ?? (() => new Date()),
@@ -101,6 +104,8 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
 
     let store: EventStore;
     if (config.eventStore.kind === 'esdb') {
+      // Loaded only when configured: the gRPC client is heavy to load.
+      const { EsdbEventStore } = require('./adapters/event-store/esdb') as typeof import('./adapters/event-store/esdb');
       store = new EsdbEventStore({ connectionString: config.eventStore.url });
     } else {
       const pg = new PostgresEventStore(pool);
@@ -109,12 +114,17 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     }
     cleanups.push(() => store.close());
 
-    const transport: RecordTransport = config.kafka
-      ? new KafkaTransport({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger })
-      : new InProcessTransport();
+    let transport: RecordTransport;
+    if (config.kafka) {
+      const { KafkaTransport } = require('./adapters/kafka/transport') as typeof import('./adapters/kafka/transport');
+      transport = new KafkaTransport({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger });
+    } else {
+      transport = new InProcessTransport();
+    }
     cleanups.push(() => transport.close());
 
     const services = assembleServices({ config, secrets, pool, store, transport, logger });
+    cleanups.push(async () => services.provider.close?.());
     let workers: Workers | undefined;
     if (role === 'cli') {
       await services.runner.prepare();

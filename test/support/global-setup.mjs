@@ -1,6 +1,6 @@
 // Starts what the suites need once per run: Postgres (embedded unless DATABASE_URL is set) and a real
 // Kafka broker (KAFKA_BROKERS, else Apache's jars via Maven, else the Kafka suites skip with a reason).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
@@ -38,7 +38,10 @@ export default async function globalSetup() {
   const { startTestKafka } = await import('./kafka.mjs');
   const kafka = await startTestKafka();
   if (kafka.brokers) process.env.TEST_KAFKA_BROKERS = kafka.brokers;
-  else process.env.TEST_KAFKA_SKIP_REASON = kafka.skipReason;
+  else {
+    process.env.TEST_KAFKA_SKIP_REASON = kafka.skipReason;
+    process.stderr.write(`\n[test-kafka] the Kafka suites will be skipped: ${kafka.skipReason}\n`);
+  }
   state.kafka = kafka;
   globalThis.__switchboardTestState = state;
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Pool } from 'pg';
-import { type ApiKeyRecord, findApiKeyByHash } from '../projections/apikeys/projection';
+import type { ApiKeyRecord } from '../projections/apikeys/projection';
+import { ApiKeyCache } from './api-key-cache';
 import { hashApiKey, scopeOfKey } from '../shared/api-key';
 import { ApiError, forbidden, unauthorized } from './errors';
 
@@ -37,9 +38,12 @@ export interface AuthDeps {
 }
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
+  const cache = new ApiKeyCache(deps.pool);
+  app.addHook('onReady', () => cache.start());
+  app.addHook('onClose', () => cache.stop());
   app.decorateRequest('apiKey', null);
   app.decorate('authenticate', async (request: FastifyRequest, policy: AuthPolicy) => {
-    const key = await resolveKey(request, deps);
+    const key = await resolveKey(request, deps, cache);
     if (key.scope === 'global') {
       if (policy === 'company-strict') throw unauthorized('a company API key is required for this endpoint');
       if (policy === 'company') throw forbidden('this API key has no access to company resources');
@@ -49,13 +53,13 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   });
 }
 
-async function resolveKey(request: FastifyRequest, deps: AuthDeps): Promise<AuthenticatedKey> {
+async function resolveKey(request: FastifyRequest, deps: AuthDeps, cache: ApiKeyCache): Promise<AuthenticatedKey> {
   const header = request.headers['x-api-key'];
   const clear = Array.isArray(header) ? header[0] : header;
   if (!clear || clear.trim() === '') throw unauthorized('API key required: send it in the X-API-Key header');
   const scope = scopeOfKey(deps.prefix, clear);
   if (!scope || clear.length > 512) throw unauthorized('invalid API key');
-  const record = await findApiKeyByHash(deps.pool, hashApiKey(deps.pepper, clear));
+  const record = await cache.lookup(hashApiKey(deps.pepper, clear));
   if (!record || record.scope !== scope) throw unauthorized('invalid API key');
   if (record.revoked) throw unauthorized('API key revoked');
   if (record.expiresAt && record.expiresAt.getTime() <= deps.now().getTime()) throw unauthorized('API key expired');

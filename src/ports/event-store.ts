@@ -58,7 +58,7 @@ export interface EventStore {
   readStream(streamId: string, fromRevision?: bigint): Promise<RecordedEvent[]>;
   /** events in global order strictly after `after` (START = beginning); never skips a late commit */
   readAll(after: Position, limit: number): Promise<ReadAllBatch>;
-  /** position of the newest event readable by readAll (START when empty) */
+  /** position of the newest committed event (START when empty); readAll reaches it once older transactions end */
   headPosition(): Promise<Position>;
   /** number of events after `after` up to the head (for lag) */
   countAfter(after: Position): Promise<number>;

@@ -199,6 +199,7 @@ export class ProjectionRunner {
       while (!this.hasPassed(p.name, head)) {
         const read = await this.runBatch(p);
         if (read === -1) await this.waitFor(head, [p]);
+        else if (read === 0) await sleep(5); // an older transaction still holds readAll back
       }
     }
   }

@@ -18,15 +18,27 @@ const ev = (type: string, data: unknown, eventId = randomUUID()): EventToAppend 
   metadata: { eventId, correlationId: eventId, causationId: null, companyId: 1, actor: 'test', at: new Date(0).toISOString() },
 });
 
+/**
+ * Reads from `from` until the reader has passed the newest committed event. readAll may hold back for a moment
+ * while an older transaction anywhere on the server is still open (that is its guarantee), so an empty batch
+ * means "not yet", not "the end".
+ */
 async function readEverything(store: EventStore, from: Position = START) {
+  const target = await store.headPosition();
   const out = [];
   let pos = from;
-  for (;;) {
+  const behind = () => target !== START && (pos === START || store.comparePositions(pos, target) < 0);
+  for (let idle = 0; behind(); ) {
     const batch = await store.readAll(pos, 500);
-    if (batch.events.length === 0) return { events: out, last: pos };
+    if (batch.events.length === 0) {
+      if (++idle > 2000) throw new Error(`readAll did not reach ${target} (stuck at ${pos})`);
+      await new Promise((r) => setTimeout(r, 5));
+      continue;
+    }
     out.push(...batch.events);
     pos = batch.nextPosition;
   }
+  return { events: out, last: pos };
 }
 
 /** One contract for every event-store adapter (Postgres always; EventStoreDB when EVENTSTORE_URL is set). */
@@ -124,6 +136,7 @@ export function describeEventStoreContract(name: string, make: () => Promise<Sto
       const prefix = `conc-${randomUUID()}`;
       const expected = new Set<string>();
       let writing = true;
+      let finalHead: Position | undefined;
       const seen: string[] = [];
       const reader = (async () => {
         let pos = start;
@@ -132,12 +145,8 @@ export function describeEventStoreContract(name: string, make: () => Promise<Sto
           for (const e of batch.events) if (e.streamId.startsWith(prefix)) seen.push(e.metadata.eventId);
           pos = batch.nextPosition;
           if (batch.events.length === 0) {
-            if (!writing) {
-              const tail = await store.readAll(pos, 1000);
-              for (const e of tail.events) if (e.streamId.startsWith(prefix)) seen.push(e.metadata.eventId);
-              if (tail.events.length === 0) return;
-              pos = tail.nextPosition;
-            }
+            // Done once every write has finished and the reader has passed the newest committed event.
+            if (!writing && finalHead !== undefined && pos !== start && store.comparePositions(pos, finalHead) >= 0) return;
             await new Promise((r) => setTimeout(r, 1));
           }
         }
@@ -153,6 +162,7 @@ export function describeEventStoreContract(name: string, make: () => Promise<Sto
           }
         }),
       );
+      finalHead = await store.headPosition();
       writing = false;
       await reader;
       expect(new Set(seen).size).toBe(seen.length); // nothing repeated

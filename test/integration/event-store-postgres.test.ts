@@ -31,7 +31,12 @@ describe('postgres event store: late commits', () => {
       expect(before.events.map((e) => e.type)).toEqual([]); // the fast one waits behind the open transaction
       await slow.query('COMMIT');
       slow.release();
-      const after = await store.readAll(before.nextPosition, 100);
+      // Other test files share this server, and their open transactions may hold readers back a moment too.
+      let after = await store.readAll(before.nextPosition, 100);
+      for (let i = 0; i < 2000 && after.events.length < 2; i++) {
+        await new Promise((r) => setTimeout(r, 5));
+        after = await store.readAll(before.nextPosition, 100);
+      }
       expect(after.events.map((e) => e.type)).toEqual(['Late', 'Fast']);
     } finally {
       await store.close();

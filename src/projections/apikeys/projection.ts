@@ -4,6 +4,9 @@ import type { ApiKeyEvent } from '../../events/provisioning';
 
 const SCHEMA = 'rm_apikeys';
 
+/** Notified (payload: the key hash) in the transaction that changes a key, for the per-process auth caches. */
+export const API_KEYS_CHANGED_CHANNEL = 'apikeys_changed';
+
 export const apiKeysProjection: Projection = {
   name: 'apikeys',
   version: 1,
@@ -31,16 +34,21 @@ export const apiKeysProjection: Projection = {
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key_id) DO NOTHING`,
           [e.data.keyId, e.data.keyHash, e.data.scope, e.data.companyId, e.data.userId, e.data.name, e.data.expiresAt, event.metadata.at],
         );
+        await tx.query('SELECT pg_notify($1, $2)', [API_KEYS_CHANGED_CHANNEL, e.data.keyHash]);
         return;
       case 'ApiKeyRevoked':
-        await tx.query('UPDATE keys SET revoked = true WHERE key_id = $1', [e.data.keyId]);
+        await notifyChanged(tx, await tx.query('UPDATE keys SET revoked = true WHERE key_id = $1 RETURNING key_hash', [e.data.keyId]));
         return;
       case 'ApiKeyExpiryChanged':
-        await tx.query('UPDATE keys SET expires_at = $2 WHERE key_id = $1', [e.data.keyId, e.data.expiresAt]);
+        await notifyChanged(tx, await tx.query('UPDATE keys SET expires_at = $2 WHERE key_id = $1 RETURNING key_hash', [e.data.keyId, e.data.expiresAt]));
         return;
     }
   },
 };
+
+async function notifyChanged(tx: { query: (q: string, v: unknown[]) => Promise<unknown> }, updated: { rows: Array<{ key_hash: string }> }) {
+  for (const r of updated.rows) await tx.query('SELECT pg_notify($1, $2)', [API_KEYS_CHANGED_CHANNEL, r.key_hash]);
+}
 
 export interface ApiKeyRecord {
   keyId: string;

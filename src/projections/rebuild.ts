@@ -39,7 +39,7 @@ export async function rebuildProjection(
       const batch = await store.readAll(progress.position, options.batchSize ?? BATCH);
       if (batch.events.length === 0) return false;
       const apply = async (c: PoolClient) => {
-        await c.query(`SET LOCAL search_path TO ${next}, public`);
+        await c.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${next}, public`);
         for (const e of batch.events) {
           if (p.handles.includes(e.type)) {
             await p.apply(c, e);

@@ -170,7 +170,9 @@ export class ProjectionRunner {
       }
       const batch = await this.store.readAll(cp.position, this.batchSize);
       if (batch.events.length > 0) {
-        await client.query(`SET LOCAL search_path TO ${p.schema}, public`);
+        // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
+        // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
+        await client.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public`);
         for (const event of batch.events) {
           if (p.handles.includes(event.type)) await p.apply(client, event);
         }

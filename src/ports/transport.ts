@@ -32,6 +32,11 @@ export interface SubscribeOptions {
   groupId: string;
   /** called for every record sent to the DLQ (metrics) */
   onDeadLetter?: (record: IncomingRecord, reason: string) => void;
+  /**
+   * How many records of one partition may be handled at once (default 1). Records with the same key are always
+   * handled one after another in offset order; offsets are committed only past records that are all done.
+   */
+  keyedConcurrency?: number;
 }
 
 export interface Subscription {

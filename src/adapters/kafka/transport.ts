@@ -192,16 +192,19 @@ export class KafkaTransport implements RecordTransport {
   /** Enqueues messages for the producer; resolves once the broker acknowledged them (acks=-1). */
   private send(topic: string, messages: Message[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('KafkaTransport is closed'));
+    let item!: PendingSend;
     const acked = new Promise<void>((resolve, reject) => {
-      this.queue.push({ topic, messages, resolve, reject });
+      item = { topic, messages, resolve, reject };
+      this.queue.push(item);
     });
     if (!this.flushing) this.flushing = this.flush().finally(() => (this.flushing = null));
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`Kafka did not acknowledge the publish to ${topic} within ${this.opts.publishTimeoutMs} ms`)),
-        this.opts.publishTimeoutMs,
-      );
+      timer = setTimeout(() => {
+        // not handed to the producer yet (e.g. the cluster is down): drop it, the caller is told it failed
+        this.queue = this.queue.filter((q) => q !== item);
+        reject(new Error(`Kafka did not acknowledge the publish to ${topic} within ${this.opts.publishTimeoutMs} ms`));
+      }, this.opts.publishTimeoutMs);
     });
     return Promise.race([acked, timeout]).finally(() => clearTimeout(timer));
   }
@@ -234,6 +237,8 @@ export class KafkaTransport implements RecordTransport {
       const producer = this.kafka.producer({
         idempotent: true,
         maxInFlightRequests: 1,
+        // the idempotent producer retries until the broker answers; publish() has its own timeout
+        retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 5_000 },
         allowAutoTopicCreation: false,
         createPartitioner: Partitioners.DefaultPartitioner,
       });
@@ -349,7 +354,15 @@ export class KafkaTransport implements RecordTransport {
     if (this.closed) return;
     await Promise.allSettled([...this.subscriptions].map((s) => s.stop()));
     this.closed = true;
-    if (this.flushing) await this.flushing.catch(() => {});
+    // let acknowledged-soon publishes finish, but never hang on a cluster that is gone
+    if (this.flushing) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        this.flushing.catch(() => {}),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, 5_000).unref())),
+      ]);
+      clearTimeout(timer);
+    }
     const producer = this.producer;
     const admin = this.admin;
     this.producer = this.admin = null;
@@ -362,7 +375,7 @@ class KafkaSubscription implements Subscription {
   onStopped: () => void = () => {};
   private stopping = false;
   private stopped: Promise<void> | null = null;
-  private readonly retries = new Map<number, RetryState>();
+  private readonly retries = new Map<string, RetryState>();
   private readonly resumeTimers = new Set<NodeJS.Timeout>();
 
   constructor(
@@ -410,6 +423,7 @@ class KafkaSubscription implements Subscription {
   }
 
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
+    if ((this.options.keyedConcurrency ?? 1) > 1) return this.eachBatchByKey(payload, this.options.keyedConcurrency!);
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale, pause } = payload;
     const { topic, partition } = batch;
     let lastHandled: string | null = null;
@@ -438,7 +452,7 @@ class KafkaSubscription implements Subscription {
       let outcome = await this.process(topic, partition, message);
       // short delays: wait in place; long ones: pause this partition only and come back to the record
       while (outcome.kind === 'retry') {
-        const state = this.retries.get(partition)!;
+        const state = this.retries.get(String(partition))!;
         const delay = this.backoff(state.attempts);
         this.logger?.warn(
           { topic, partition, offset: message.offset, attempt: state.attempts, delayMs: delay, err: outcome.error },
@@ -470,18 +484,74 @@ class KafkaSubscription implements Subscription {
     await commit();
   }
 
+  /**
+   * Keyed concurrency: the batch is taken in windows of up to `width` records; within a window, records with
+   * different keys are handled concurrently and records with the same key in offset order. A record that fails
+   * transiently is retried in place (with heartbeats) while the others of its window proceed; the offset is
+   * resolved and committed only once the whole window is done, so nothing after an unfinished record is
+   * committed.
+   */
+  private async eachBatchByKey(payload: EachBatchPayload, width: number): Promise<void> {
+    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
+    const { topic, partition } = batch;
+    const active = () => !this.stopping && isRunning() && !isStale();
+    let lastCommitAt = Date.now();
+    for (let start = 0; start < batch.messages.length && active(); start += width) {
+      const window = batch.messages.slice(start, start + width);
+      const chains = new Map<string, KafkaMessage[]>();
+      for (const m of window) {
+        const key = m.key?.toString('utf8') ?? `offset:${m.offset}`;
+        const chain = chains.get(key);
+        if (chain) chain.push(m);
+        else chains.set(key, [m]);
+      }
+      let completed = true;
+      await Promise.all(
+        [...chains.values()].map(async (chain) => {
+          for (const message of chain) {
+            const retryKey = `${partition}:${message.offset}`;
+            let outcome = await this.process(topic, partition, message, retryKey);
+            while (outcome.kind === 'retry') {
+              if (!active()) {
+                completed = false;
+                return;
+              }
+              const attempts = this.retries.get(retryKey)?.attempts ?? 1;
+              const delay = this.backoff(attempts);
+              this.logger?.warn({ topic, partition, offset: message.offset, attempt: attempts, delayMs: delay, err: outcome.error }, 'record handler failed; retrying');
+              const until = Date.now() + delay;
+              while (Date.now() < until && active()) {
+                await sleep(Math.min(100, until - Date.now()));
+                await heartbeat().catch(() => undefined);
+              }
+              outcome = await this.process(topic, partition, message, retryKey);
+            }
+          }
+        }),
+      );
+      if (!completed) return; // stopping: the unfinished window is re-delivered to the next consumer
+      const last = window[window.length - 1].offset;
+      resolveOffset(last);
+      await heartbeat().catch(() => undefined);
+      if (Date.now() - lastCommitAt >= this.opts.commitIntervalMs || start + width >= batch.messages.length) {
+        await commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition, offset: (BigInt(last) + 1n).toString() }] }] });
+        lastCommitAt = Date.now();
+      }
+    }
+  }
+
   /** Handles one record: done (handled or dead-lettered) or retry (transient failure). */
-  private async process(topic: string, partition: number, message: KafkaMessage): Promise<Outcome> {
-    let state = this.retries.get(partition);
+  private async process(topic: string, partition: number, message: KafkaMessage, retryKey = String(partition)): Promise<Outcome> {
+    let state = this.retries.get(retryKey);
     if (state && state.offset !== message.offset) {
-      this.retries.delete(partition);
+      this.retries.delete(retryKey);
       state = undefined;
     }
     const fail = (error: unknown, poisonReason?: string): Outcome => {
       const s = state ?? { offset: message.offset, attempts: 0 };
       s.attempts += 1;
       if (poisonReason !== undefined) s.poisonReason = poisonReason;
-      this.retries.set(partition, s);
+      this.retries.set(retryKey, s);
       return { kind: 'retry', error };
     };
 
@@ -507,7 +577,7 @@ class KafkaSubscription implements Subscription {
         record = { ...record, value: parsed.value };
         try {
           await this.handler(record);
-          this.retries.delete(partition);
+          this.retries.delete(retryKey);
           return { kind: 'done' };
         } catch (err) {
           if (!isPoison(err)) return fail(err);
@@ -523,7 +593,7 @@ class KafkaSubscription implements Subscription {
     } catch (err) {
       return fail(err, reason);
     }
-    this.retries.delete(partition);
+    this.retries.delete(retryKey);
     this.logger?.warn({ topic, partition, offset: message.offset, reason }, 'record sent to the dead-letter topic');
     try {
       this.options.onDeadLetter?.(record, reason);

@@ -24,6 +24,9 @@ export class ReadModelTimeoutError extends Error {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** how long a projection may go without persisting a checkpoint that only skipped events it does not handle */
+const CHECKPOINT_EVERY_MS = 1000;
+
 /**
  * Advances every projection from its checkpoint. Each batch runs in one transaction that holds the
  * projection's advisory lock, applies the events and stores the new checkpoint, so exactly one process
@@ -34,6 +37,11 @@ export class ProjectionRunner {
   private readonly lockedElsewhere = new Set<string>();
   private readonly advanced = new EventEmitter();
   private readonly wakers = new Map<string, () => void>();
+  /**
+   * Read past events the projection does not handle, without writing its checkpoint yet: valid only while the
+   * stored checkpoint is still `storedAt` (no other process advanced it meanwhile).
+   */
+  private readonly unpersisted = new Map<string, { storedAt: Position; readTo: Position; since: number }>();
   /** projections kicked while a batch was running: they look again before sleeping */
   private readonly kicked = new Set<string>();
   private readonly loops: Promise<void>[] = [];
@@ -168,8 +176,24 @@ export class ProjectionRunner {
         await this.rebuildForNewVersion(p, cp.version);
         return 0;
       }
-      const batch = await this.store.readAll(cp.position, this.batchSize);
-      if (batch.events.length > 0) {
+      const skipped = this.unpersisted.get(p.name);
+      const from = skipped && skipped.storedAt === cp.position ? skipped.readTo : (cp.position as Position);
+      const batch = await this.store.readAll(from, this.batchSize);
+      const handled = batch.events.some((e) => p.handles.includes(e.type));
+      const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
+      const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
+      if (!handled && !overdue) {
+        // Nothing to apply: remember how far we read; the checkpoint is written with the next change (or soon).
+        await client.query('ROLLBACK');
+        if (batch.events.length > 0) {
+          this.unpersisted.set(p.name, { storedAt: cp.position as Position, readTo: batch.nextPosition, since: sameWindow ? skipped.since : Date.now() });
+        }
+        this.positions.set(p.name, batch.nextPosition);
+        if (batch.events.length > 0) this.advanced.emit('advanced');
+        return batch.events.length;
+      }
+      this.unpersisted.delete(p.name);
+      if (batch.nextPosition !== cp.position) {
         // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
         // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
         await client.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public`);

@@ -182,3 +182,30 @@ describe('projection runner', () => {
     expect((await readCheckpoint(db.pool, 'tally'))?.version).toBe(2);
   });
 });
+
+describe('projection runner: events a projection does not handle', () => {
+  it('reads past them without a write per batch, and persists the checkpoint within a second', async () => {
+    const db = await createTestDatabase();
+    const store = new PostgresEventStore(db.pool);
+    const tally = tallyProjection();
+    const runner = new ProjectionRunner(db.pool, store, [tally], { batchSize: 5 });
+    try {
+      await runner.prepare();
+      const r = await store.append('other', Array.from({ length: 12 }, () => ev('Ignored', {})), 'no_stream');
+      while ((await runner.runBatch(tally)) > 0);
+      await runner.waitFor(r.position, [tally]); // passed in memory...
+      expect((await readCheckpoint(db.pool, 'tally'))?.position).toBe(''); // ...nothing written yet
+      await new Promise((res) => setTimeout(res, 1100));
+      await runner.runBatch(tally);
+      expect((await readCheckpoint(db.pool, 'tally'))?.position).toBe(r.position);
+      // a handled event after skipped ones is applied, and the checkpoint moves with it
+      const c = await store.append('counted', [ev('Counted', { tag: 'x' })], 'no_stream');
+      await runner.runBatch(tally);
+      expect(await counts(db)).toEqual({ counted: 1 });
+      expect((await readCheckpoint(db.pool, 'tally'))?.position).toBe(c.position);
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+});

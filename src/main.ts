@@ -109,7 +109,6 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
       store = new EsdbEventStore({ connectionString: config.eventStore.url });
     } else {
       const pg = new PostgresEventStore(pool);
-      if (role !== 'cli') await pg.listen();
       store = pg;
     }
     cleanups.push(() => store.close());

@@ -13,7 +13,7 @@ export interface RunnerLogger {
 
 export interface ProjectionRunnerOptions {
   batchSize?: number;
-  /** how often an idle runner looks for work appended by other processes (LISTEN wakes it sooner) */
+  /** how often an idle runner looks for work appended by other processes (in-process appends wake it at once) */
   pollMs?: number;
   logger?: RunnerLogger;
 }
@@ -57,7 +57,7 @@ export class ProjectionRunner {
     private readonly options: ProjectionRunnerOptions = {},
   ) {
     this.batchSize = options.batchSize ?? 1000;
-    this.pollMs = options.pollMs ?? 200;
+    this.pollMs = options.pollMs ?? 100;
     this.advanced.setMaxListeners(0);
   }
 

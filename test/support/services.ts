@@ -4,6 +4,7 @@ import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
 import { loadConfig } from '../../src/config';
 import { buildApp } from '../../src/http/app';
 import { assembleServices } from '../../src/main';
+import type { MessagingProvider } from '../../src/ports/provider';
 import type { RecordTransport } from '../../src/ports/transport';
 import type { Services } from '../../src/services';
 import { startWorkers, type Workers } from '../../src/workers';
@@ -27,6 +28,8 @@ export interface TestContextOptions {
   runner?: boolean;
   /** start the workers of src/workers/index.ts (default false: tests start what they need) */
   workers?: boolean;
+  /** a provider double; default: the sandbox from config (SANDBOX_DELIVERY=off unless env says auto) */
+  provider?: MessagingProvider;
 }
 
 /** Real Postgres (a fresh database), the Postgres event store, in-process transport unless given. */
@@ -43,7 +46,6 @@ export async function createTestContext(options: TestContextOptions = {}): Promi
     ...options.env,
   });
   const pgStore = new PostgresEventStore(db.pool);
-  await pgStore.listen();
   const transport = options.transport ?? new InProcessTransport();
   const services = assembleServices({
     config,
@@ -53,6 +55,7 @@ export async function createTestContext(options: TestContextOptions = {}): Promi
     transport,
     logger: pino({ level: 'silent' }),
     now: options.now,
+    provider: options.provider,
   });
   if (options.runner === false) await services.runner.prepare();
   else await services.runner.start();
@@ -64,6 +67,7 @@ export async function createTestContext(options: TestContextOptions = {}): Promi
     async close() {
       await workers?.stop();
       await services.runner.stop();
+      await services.provider.close?.();
       await transport.close();
       await services.store.close();
       await db.drop();

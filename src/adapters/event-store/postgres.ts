@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import {
   type AppendResult,
   type EventStore,
@@ -67,22 +67,9 @@ const MAX_ANY_RETRIES = 20;
 export class PostgresEventStore implements EventStore {
   readonly kind = 'postgres' as const;
   private readonly emitter = new EventEmitter();
-  private listenClient: PoolClient | undefined;
 
   constructor(private readonly pool: Pool) {
     this.emitter.setMaxListeners(0);
-  }
-
-  /** LISTEN for appends by other processes, so readers wake without waiting for a poll. */
-  async listen(): Promise<void> {
-    if (this.listenClient) return;
-    const client = await this.pool.connect();
-    client.on('notification', () => this.emitter.emit('appended'));
-    client.on('error', () => {
-      this.listenClient = undefined;
-    });
-    await client.query('LISTEN es_appended');
-    this.listenClient = client;
   }
 
   async append(streamId: string, events: EventToAppend[], expected: ExpectedRevision): Promise<AppendResult> {
@@ -196,12 +183,6 @@ export class PostgresEventStore implements EventStore {
   }
 
   async close(): Promise<void> {
-    const client = this.listenClient;
-    this.listenClient = undefined;
-    if (client) {
-      await client.query('UNLISTEN *').catch(() => undefined);
-      client.release();
-    }
     this.emitter.removeAllListeners();
   }
 }

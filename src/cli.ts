@@ -5,6 +5,10 @@ import { startRuntime } from './main';
 import { registerEventCommands } from './cli/events';
 import { registerProjectionCommands } from './cli/projections';
 import { registerServeCommands } from './cli/serve';
+import { registerDemoCommands } from './cli/demo';
+import { registerKeyCommands } from './cli/keys';
+import { registerSeedCommands } from './cli/seed';
+import { registerImportMessagesCommands } from './cli/import-messages';
 
 // The `switchboard` command. Each group registers its sub-commands; add new groups here.
 export function buildCli(): Command {
@@ -14,6 +18,10 @@ export function buildCli(): Command {
   registerServeCommands(program);
   registerProjectionCommands(program);
   registerEventCommands(program);
+  registerSeedCommands(program);
+  registerDemoCommands(program);
+  registerKeyCommands(program);
+  registerImportMessagesCommands(program);
   return program;
 }
 

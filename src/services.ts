@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config';
 import type { EventRegistry } from './events/registry';
 import type { EventStore } from './ports/event-store';
+import type { MessagingProvider } from './ports/provider';
 import type { RecordTransport } from './ports/transport';
 import type { ProjectionRunner } from './workers/projection-runner';
 import type { Metrics } from './shared/metrics';
@@ -22,6 +23,8 @@ export interface Services {
   registry: EventRegistry;
   runner: ProjectionRunner;
   transport: RecordTransport;
+  /** the messaging provider (sandbox or cloud-api, picked from config by main.ts; tests may pass a double) */
+  provider: MessagingProvider;
   metrics: Metrics;
   logger: Logger;
   /** injectable clock */

@@ -1,6 +1,6 @@
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import {
   jsonSchemaTransform,
   serializerCompiler,
@@ -9,7 +9,7 @@ import {
 } from 'fastify-type-provider-zod';
 import type { Services } from '../services';
 import { registerAuth } from './auth';
-import { registerErrorHandling } from './errors';
+import { fieldErrors, registerErrorHandling } from './errors';
 import { registerRoutes } from './routes';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024; // 1 MiB; send-bulk raises its own limit
@@ -32,6 +32,13 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // Per-request access logs are off (they cost ~15% of read throughput); errors are logged by the error handler.
     disableRequestLogging: true,
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: false },
+    // Router-level client errors (malformed percent-encoding in the path: 400; a path parameter longer than
+    // maxParamLength: 414) never reach the error handler: answer them in the spec's {error} shape, not fastify's.
+    frameworkErrors: (error, _request, reply) => {
+      const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+      const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'the request URL is not valid';
+      void (reply as FastifyReply).code(status).send({ error: message });
+    },
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -42,6 +49,16 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     pepper: services.secrets.apiKeyPepper,
     prefix: services.config.apiKeyPrefix,
     now: services.now,
+  });
+
+  // Postgres text and jsonb cannot hold U+0000 nor an unpaired UTF-16 surrogate (JSON "\ud800"): one anywhere in the
+  // query, path or JSON body would fail deep in a query or an append (500). Refuse it up front as the client
+  // mistake it is (route's error shape, 400).
+  app.addHook('preValidation', async (request) => {
+    // a field error (not a plain one): the `fields` routes' 400 response schema accepts only that shape
+    const where = hasUnstorableText(request.query) ? 'query' : hasUnstorableText(request.params) ? 'path'
+      : hasUnstorableText(request.body) ? 'body' : undefined;
+    if (where) throw fieldErrors({ [where]: ['text must not contain NUL (\\u0000) characters or unpaired surrogates'] });
   });
 
   app.addHook('onResponse', async (request, reply) => {
@@ -68,6 +85,28 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
 
   registerRoutes(app, services);
   return app;
+}
+
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Whether a parsed JSON value (or query/params object) holds a string or key Postgres cannot store (U+0000, an
+ * unpaired surrogate); iterative, so deep nesting cannot overflow the stack. */
+export function hasUnstorableText(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (UNSTORABLE.test(v)) return true;
+    } else if (Array.isArray(v)) {
+      for (const item of v) stack.push(item);
+    } else if (v !== null && typeof v === 'object' && !Buffer.isBuffer(v)) {
+      for (const [k, item] of Object.entries(v)) {
+        if (UNSTORABLE.test(k)) return true;
+        stack.push(item);
+      }
+    }
+  }
+  return false;
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>;

@@ -1,8 +1,14 @@
 import type { Projection } from './projection';
 import { apiKeysProjection } from './apikeys/projection';
+import { sendsProjection } from './sends/projection';
+import { accountsProjection } from './accounts/projection';
+import { businessProjection } from './business/projection';
+import { contactsProjection } from './contacts/projection';
+import { conversationsProjection } from './conversations/projection';
+import { bulkProjection } from './bulk/projection';
 
 // Every read model, one import line per projection. Add new projections here.
-export const allProjections: readonly Projection[] = [apiKeysProjection];
+export const allProjections: readonly Projection[] = [apiKeysProjection, sendsProjection, businessProjection, accountsProjection, contactsProjection, conversationsProjection, bulkProjection];
 
 export function projectionByName(name: string): Projection | undefined {
   return allProjections.find((p) => p.name === name);

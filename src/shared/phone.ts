@@ -1,38 +1,86 @@
-import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import { parsePhoneNumberFromString, type PhoneNumber } from 'libphonenumber-js/max';
 
 /**
- * Phone normalization (owned by the contacts feature; keep the exported API stable: sends and the delivery
- * consumer use it). Returns E.164 (`+54911...`) or null when the input cannot be a valid number.
- * Inputs with a country code (with or without `+`) are parsed internationally; without one, only Argentina
- * is assumed (the spec: "no region assumed except Argentina").
+ * Phone normalization (owned by the contacts feature; the exported API is stable: sends and the delivery
+ * consumer use it). All parsing and validation is libphonenumber-js with the full ("max") metadata.
+ *
+ * `normalizePhone(raw)` returns the canonical E.164 form (`+5491155551234`) or null when the input cannot be a
+ * valid number. Rules (docs/contacts.md, "Phone numbers"):
+ *  - Separators are ignored: spaces, dashes, dots, parentheses (and a `tel:` prefix). Anything else but digits
+ *    and one leading `+` makes the input invalid.
+ *  - With `+` (or the `00` international prefix) the number is parsed internationally.
+ *  - Without `+`, the digits are read both as an international number (E.164 without `+`) and as an Argentine
+ *    national number (`011 15 5555-1234`, `11 15 5555 1234`, `9 11 5555 1234`, `11 5555 1234`): the valid
+ *    reading wins; when both are valid and differ, Argentina wins (the only region ever assumed).
+ *  - Argentine numbers are canonical in the mobile form `+549…` whenever that form is a valid mobile number:
+ *    the provider reports mobiles as `54 11…` (without the 9) and people write them with `15`; all of them are
+ *    the same messaging number. Mexican `+521…` (the provider's old mobile form) becomes `+52…`.
  */
 export function normalizePhone(raw: string): string | null {
-  const input = raw.trim();
+  if (typeof raw !== 'string') return null;
+  const hit = memo.get(raw);
+  if (hit !== undefined) return hit;
+  const result = normalizeUncached(raw);
+  if (memo.size >= MEMO_SIZE) memo.clear();
+  memo.set(raw, result);
+  return result;
+}
+
+// normalizePhone is pure and sits on every contacts request: remember recent answers (bounded).
+const MEMO_SIZE = 10_000;
+const memo = new Map<string, string | null>();
+
+function normalizeUncached(raw: string): string | null {
+  let input = raw.trim();
+  if (input.toLowerCase().startsWith('tel:')) input = input.slice(4);
   if (input === '' || input.length > 40) return null;
-  const digits = input.replace(/[\s\-().]/g, '');
-  if (!/^\+?\d+$/.test(digits)) return null;
-  const candidates = digits.startsWith('+') ? [digits] : [`+${digits}`, digits];
-  for (const c of candidates) {
-    const parsed = c.startsWith('+') ? parsePhoneNumberFromString(c) : parsePhoneNumberFromString(c, 'AR');
-    if (parsed?.isValid()) return argentineMobile(parsed.number);
+  const compact = input.replace(/[\s\-().\u00a0]/g, '');
+  if (!/^\+?\d{4,20}$/.test(compact)) return null;
+
+  if (compact.startsWith('+')) return canonical(parsePhoneNumberFromString(compact));
+  if (compact.startsWith('00')) return canonical(parsePhoneNumberFromString(`+${compact.slice(2)}`));
+  const international = canonical(parsePhoneNumberFromString(`+${compact}`));
+  const argentine = canonical(parsePhoneNumberFromString(compact, 'AR'));
+  return argentine ?? international;
+}
+
+function canonical(parsed: PhoneNumber | undefined): string | null {
+  if (!parsed) return null;
+  const e164 = parsed.number;
+  if (parsed.isValid()) {
+    if (parsed.countryCallingCode === '54' && !e164.startsWith('+549')) return validMobile(`+549${e164.slice(3)}`) ?? e164;
+    return e164;
   }
+  // Mexico: `+52 1 55 1234 5678` (the old mobile prefix the provider still reports) is `+52 55 1234 5678`.
+  if (e164.startsWith('+521') && e164.length === 14) return valid(`+52${e164.slice(4)}`);
   return null;
 }
 
-/** Argentine mobiles are stored as +549...; the provider reports them as 549... and `+54 11...` forms exist. */
-function argentineMobile(e164: string): string {
-  if (e164.startsWith('+54') && !e164.startsWith('+549')) {
-    const withNine = `+549${e164.slice(3)}`;
-    const parsed = parsePhoneNumberFromString(withNine);
-    if (parsed?.isValid() && parsed.getType() === 'MOBILE') return withNine;
-  }
-  return e164;
+function valid(e164: string): string | null {
+  const p = parsePhoneNumberFromString(e164);
+  return p?.isValid() ? p.number : null;
 }
 
-/** The E.164 forms under which the same number may be stored (for matching stored contacts). */
+function validMobile(e164: string): string | null {
+  const p = parsePhoneNumberFromString(e164);
+  return p?.isValid() && p.getType() === 'MOBILE' ? p.number : null;
+}
+
+/**
+ * The E.164 forms under which the same number may be stored or reported (for matching stored contacts and
+ * messages): the canonical form first. Argentina: `+549XX…` and `+54XX…`; Mexico: `+52…` and `+521…`.
+ */
 export function phoneVariants(e164: string): string[] {
   const out = new Set([e164]);
   if (e164.startsWith('+549')) out.add(`+54${e164.slice(4)}`);
   else if (e164.startsWith('+54')) out.add(`+549${e164.slice(3)}`);
+  else if (e164.startsWith('+521') && e164.length === 14) out.add(`+52${e164.slice(4)}`);
+  else if (e164.startsWith('+52') && e164.length === 13) out.add(`+521${e164.slice(3)}`);
   return [...out];
+}
+
+/** normalizePhone, then its variants; [] when the input is not a valid number. */
+export function phoneMatchKeys(raw: string): string[] {
+  const e164 = normalizePhone(raw);
+  return e164 ? phoneVariants(e164) : [];
 }

@@ -1,4 +1,8 @@
 import type { Services } from '../services';
+import { startDeliveryConsumer } from './delivery-consumer';
+import { startConversationConsumer } from './conversation-consumer';
+import { startBulkDispatcher } from './bulk-dispatcher';
+import { startBulkLeaseCron } from './bulk-lease-cron';
 
 export interface Workers {
   /** stops taking work, lets in-flight work finish, commits offsets */
@@ -12,7 +16,12 @@ export interface WorkerOptions {
 type Stoppable = { stop(): Promise<void> };
 
 // Long-running loops besides the projection runner, one line per worker. Add new workers here.
-const workerFactories: Array<(services: Services, options: WorkerOptions) => Promise<Stoppable>> = [];
+const workerFactories: Array<(services: Services, options: WorkerOptions) => Promise<Stoppable>> = [
+  (services) => startDeliveryConsumer(services),
+  (services) => startConversationConsumer(services),
+  async (services) => startBulkDispatcher(services),
+  async (services) => startBulkLeaseCron(services),
+];
 
 export async function startWorkers(services: Services, options: WorkerOptions): Promise<Workers> {
   const started: Stoppable[] = [];

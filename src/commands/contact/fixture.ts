@@ -1,4 +1,24 @@
+import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services';
+import type { ContactEvent, ContactSource } from '../../events/contacts';
+import { loadContactList } from '../../projections/contacts/queries';
+import { normalizePhone } from '../../shared/phone';
+import { type Position, START } from '../../ports/event-store';
+import { readCheckpoints } from '../../projections/store';
+import { DomainError } from '../decider';
+import type { CommandContext } from '../handle';
+import {
+  contactPhoneStreamId,
+  contactStreamId,
+  type ContactState,
+  decideContact,
+  initialContactState,
+  phoneClaimDecider,
+  type UpsertContact,
+} from './decider';
+import { foldClaims, foldContact, toAppend } from './handler';
+import { nextContactId, reserveContactIdsUpTo } from './ids';
+import { canonicalInstant, type ContactListInfo } from './model';
 
 /** A contact of the provisioning fixture (`../shared/contracts/fixture.md`), already validated by the seed. */
 export interface FixtureContact {
@@ -21,16 +41,181 @@ export interface FixtureContactsResult {
   unchanged: number;
 }
 
+export class FixtureContactsError extends Error {
+  override name = 'FixtureContactsError';
+  constructor(
+    readonly companyId: number,
+    readonly problems: Array<{ path: string; message: string }>,
+  ) {
+    super(`contacts of company ${companyId} rejected:\n${problems.map((p) => `  ${p.path}: ${p.message}`).join('\n')}`);
+  }
+}
+
+/**
+ * Checks the fixture contacts need nothing but the document for (phones): the provisioning validation can call it
+ * before appending anything. Paths are relative to the company (`contacts[0].phone`).
+ */
+export function checkFixtureContacts(contacts: readonly Pick<FixtureContact, 'phone'>[]): Array<{ path: string; message: string }> {
+  return contacts.flatMap((c, i) =>
+    normalizePhone(c.phone) ? [] : [{ path: `contacts[${i}].phone`, message: `${JSON.stringify(c.phone)} is not a valid phone number` }],
+  );
+}
+
+interface Planned {
+  companyId: number;
+  index: number;
+  contact: FixtureContact;
+  phone: string;
+  list: ContactListInfo;
+  /** undefined: a new contact without a fixture id (generated at apply time) */
+  contactId: number | undefined;
+  state: ContactState;
+  revision: bigint | 'no_stream';
+}
+
 /**
  * Creates or updates the fixture's contacts of one company (idempotent: a second identical seed appends nothing).
- * Owned by the contacts feature (issue 6).
+ * A contact is identified by its fixture id, or without one by its number within its list. Phone and list of an
+ * existing contact cannot change through a fixture. Custom fields given are set (grouped fields and past expiries
+ * allowed: this is provisioning, not the API); fields not given keep their values. The whole company's contacts
+ * are validated before anything is appended.
  */
 export async function seedFixtureContacts(
-  _services: Services,
-  _companyId: number,
+  services: Services,
+  companyId: number,
   contacts: FixtureContact[],
-  _ctx: { actor: string; correlationId: string },
+  ctx: { actor: string; correlationId: string },
 ): Promise<FixtureContactsResult> {
-  if (contacts.length === 0) return { created: 0, changed: 0, unchanged: 0 };
-  throw new Error('seeding fixture contacts is not implemented yet (contacts feature)');
+  const result: FixtureContactsResult = { created: 0, changed: 0, unchanged: 0 };
+  if (contacts.length === 0) return result;
+  const context: CommandContext = { actor: ctx.actor, companyId, correlationId: ctx.correlationId ?? randomUUID(), now: services.now };
+  const now = services.now().toISOString();
+
+  // 1. plan and validate everything
+  const problems: Array<{ path: string; message: string }> = [];
+  const planned: Planned[] = [];
+  for (const [index, contact] of contacts.entries()) {
+    const at = `contacts[${index}]`;
+    const phone = normalizePhone(contact.phone);
+    if (!phone) {
+      problems.push({ path: `${at}.phone`, message: `${JSON.stringify(contact.phone)} is not a valid phone number` });
+      continue;
+    }
+    const list = await loadContactList(services.pool, companyId, contact.contactListId);
+    if (!list) {
+      problems.push({ path: `${at}.contactListId`, message: `contact list ${contact.contactListId} does not exist in company ${companyId}` });
+      continue;
+    }
+    let contactId = contact.id;
+    let stored = contactId !== undefined ? await services.store.readStream(contactStreamId(companyId, contactId)) : [];
+    if (contactId === undefined) {
+      // identified by number within its list
+      for (const claim of foldClaims(await services.store.readStream(contactPhoneStreamId(companyId, phone))).claims) {
+        const events = await services.store.readStream(contactStreamId(companyId, claim.contactId));
+        const s = foldContact(events);
+        if (s.exists && s.contactListId === list.id) {
+          contactId = claim.contactId;
+          stored = events;
+          break;
+        }
+      }
+    }
+    const state = foldContact(stored);
+    if (state.exists) {
+      if (state.phone !== phone) problems.push({ path: `${at}.phone`, message: `contact ${state.contactId} has the number ${state.phone}; a contact's phone cannot change` });
+      if (state.contactListId !== list.id) problems.push({ path: `${at}.contactListId`, message: `contact ${state.contactId} belongs to list ${state.contactListId}; a contact's list cannot change` });
+    }
+    const p: Planned = { companyId, index, contact, phone, list, contactId, state, revision: stored.length ? stored[stored.length - 1].revision : 'no_stream' };
+    try {
+      decideContact(command(p, contactId ?? 1, now), state);
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      problems.push({ path: `${at}.customFields`, message: err.message });
+      continue;
+    }
+    planned.push(p);
+  }
+  if (problems.length > 0) throw new FixtureContactsError(companyId, problems);
+
+  // 2. apply the differences
+  let last: Position | undefined;
+  const types = new Set<string>();
+  for (const p of planned) {
+    let contactId = p.contactId;
+    if (contactId === undefined) {
+      do contactId = await nextContactId(services.pool);
+      while ((await services.store.readStream(contactStreamId(companyId, contactId))).length > 0);
+    }
+    // the number's claim (idempotent: a claim this contact already holds appends nothing)
+    const claimStream = contactPhoneStreamId(companyId, p.phone);
+    const claimEvents = await services.store.readStream(claimStream);
+    const claim = phoneClaimDecider.decide(
+      { type: 'ClaimPhone', companyId, phone: p.phone, contactId, isTest: p.contact.isTest, mode: 'seed' },
+      foldClaims(claimEvents),
+    );
+    if (claim.length > 0) {
+      await services.store.append(claimStream, toAppend(claim, context), claimEvents.length ? claimEvents[claimEvents.length - 1].revision : 'no_stream');
+    }
+    const events: ContactEvent[] = decideContact(command(p, contactId, now), p.state);
+    if (events.length === 0) {
+      result.unchanged++;
+      continue;
+    }
+    const r = await services.store.append(contactStreamId(companyId, contactId), toAppend(events, context), p.revision);
+    last = r.position;
+    events.forEach((e) => types.add(e.type));
+    for (const e of events) services.metrics.eventsAppended.labels(e.type).inc();
+    if (p.state.exists) result.changed++;
+    else result.created++;
+  }
+  const maxId = Math.max(0, ...contacts.map((c) => c.id ?? 0));
+  if (maxId > 0) await reserveContactIdsUpTo(services.pool, maxId);
+  if (last) await waitForContactsReadModel(services, last, [...types]);
+  return result;
+}
+
+/**
+ * Read-your-writes for the seed, whether or not this process runs the projection runner (the CLI does not):
+ * advance the read models here, until the contacts read model has passed `position`. (`catchUp` alone may stop
+ * short: its head is read below the oldest open transaction.)
+ */
+async function waitForContactsReadModel(services: Services, position: Position, types: string[]): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  const affected = services.runner.affectedBy(types).map((p) => p.name);
+  for (;;) {
+    await services.runner.catchUp();
+    const rows = (await readCheckpoints(services.pool)).filter((cp) => affected.includes(cp.name));
+    if (rows.length === affected.length && rows.every((cp) => cp.position !== START && services.store.comparePositions(cp.position, position) >= 0)) return;
+    if (Date.now() > deadline) throw new Error(`read models ${affected.join(', ')} did not reach the seeded contacts in time`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function command(p: Planned, contactId: number, now: string): UpsertContact {
+  const c = p.contact;
+  return {
+    type: 'UpsertContact',
+    companyId: p.companyId,
+    contactId,
+    phone: p.phone,
+    requestedListId: p.list.id,
+    list: p.list,
+    profile: {
+      fullName: c.fullName,
+      email: c.email === '' ? null : c.email,
+      source: c.source as ContactSource,
+      sourceDetail: c.sourceDetail === '' ? null : c.sourceDetail,
+      profilePicture: c.profilePicture === '' ? null : c.profilePicture,
+    },
+    customFields: c.customFields.map((f, index) => ({
+      index,
+      key: f.key,
+      value: f.value,
+      expiresAt: f.expiresAt === null ? null : canonicalInstant(f.expiresAt),
+    })),
+    now,
+    mode: 'seed',
+    isTest: c.isTest,
+    createdAt: canonicalInstant(c.createdAt),
+  };
 }

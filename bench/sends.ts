@@ -1,0 +1,292 @@
+// Single template sends and delivery statuses (ARCHITECTURE section 13):
+//  1. POST /api/v1/platform-templates/send/ with the sandbox provider (no latency, delivery off), 20 connections
+//     (autocannon, in this process) against the real HTTP server (a forked child process, so load generator
+//     and server do not share an event loop): sends/s (budget >= 1000/s) and p99 latency (budget < 50 ms).
+//     Every send is the full write path: auth, number/template/quota reads, the send's append, the provider
+//     call, the outbound chat message, and the wait for the read models (read-your-writes).
+//  2. Provider statuses through Kafka: delivered + read for every send of step 1, published to
+//     provider.webhooks, applied by the delivery consumer: statuses applied/s (budget >= 5000/s), measured
+//     from the first to the last applied status (the consumer group's join is not counted).
+//     Broker: KAFKA_BROKERS, else Apache Kafka started with scripts/kafka-broker.mjs (Java + Maven), else the
+//     line reports skipped.
+//  3. Webhook ingress onto Kafka (signed POST /webhooks/provider, 10 statuses per request, 20 connections):
+//     requests/s, for information (no budget).
+// Stdout: JSON lines only; progress on stderr. BENCH_DURATION_S (default 15) sets the length of step 1.
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pino from 'pino';
+import { PostgresEventStore } from '../src/adapters/event-store/postgres';
+import { InProcessTransport } from '../src/adapters/in-process/transport';
+import { KafkaTransport } from '../src/adapters/kafka/transport';
+import { SandboxProvider } from '../src/adapters/provider/sandbox';
+import { seedFixture } from '../src/commands/provisioning/seed';
+import { loadConfig } from '../src/config';
+import { buildApp } from '../src/http/app';
+import { assembleServices } from '../src/main';
+import type { OutgoingRecord, RecordTransport } from '../src/ports/transport';
+import type { Services } from '../src/services';
+import { PROVIDER_WEBHOOK_TOPIC, signWebhook, splitWebhook, statusWebhook } from '../src/shared/provider-webhook';
+import { startDeliveryConsumer } from '../src/workers/delivery-consumer';
+import { benchDatabase, emit, log, round } from './support';
+
+// autocannon ships no type declarations: the slice of its API this bench uses
+interface CannonResult {
+  '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number;
+  latency: { p50: number; p99: number };
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
+
+const CONNECTIONS = 20;
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 15);
+const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
+const PHONE_NUMBER_ID = '900000000000001';
+const APP_SECRET = 'bench-app-secret';
+const PEPPER = 'bench-pepper-0123456789abcdef';
+const ANON = 'bench-anonymization-secret-0123456789';
+
+const fixture = {
+  companies: [{
+    id: 1, name: 'Bench Co', email: 'b@bench.example', phone: '+541100000000', website: 'https://bench.example', address: 'x',
+    description: 'bench', timezone: 'America/Argentina/Buenos_Aires', companySize: 'SMALL', companyTypes: ['ECOMMERCE'], categories: [],
+    users: [{ id: 1, email: 'ops@bench.example', first_name: 'O', last_name: 'P' }],
+    apiKeys: [{ name: 'bench', key: KEY, userId: 1, active: true, expiresAt: null }],
+    contactLists: [{ id: 1, name: 'All', isDefault: true, customFields: [] }], contacts: [], branches: [], holidays: [], agents: [], operators: [],
+    phoneNumbers: [{
+      id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
+      isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN',
+      templates: [{
+        id: 1, name: 'order_update', language: 'es', category: 'UTILITY', status: 'APPROVED',
+        variables: [
+          { name: 'name', type: 'TEXT', position: 1, isRequired: true, component: 'BODY' },
+          { name: 'total', type: 'CURRENCY', position: 2, isRequired: true, component: 'BODY' },
+          { name: 'code', type: 'TEXT', position: 1, isRequired: true, component: 'BUTTON' },
+        ],
+        buttons: [{ type: 'URL', text: 'Track', url: 'https://bench.example/t/{{1}}' }],
+      }],
+    }],
+  }],
+  globalKeys: [],
+};
+
+type ToChild = { type: 'statuses'; brokers: string } | { type: 'stop' };
+type FromChild =
+  | { type: 'ready'; url: string }
+  | { type: 'statuses'; perS: number; statuses: number; applied: number; ingressUrl: string; payload: string; partitions: number | null }
+  | { type: 'stopped'; accepted: number }
+  | { type: 'error'; message: string };
+
+// ---- child: the server -----------------------------------------------------------------------------
+
+function prefixed(inner: RecordTransport, prefix: string): RecordTransport {
+  return {
+    kind: inner.kind,
+    publish: (topic, records) => inner.publish(prefix + topic, records),
+    subscribe: (topic, handler, options) => inner.subscribe(prefix + topic, handler, { ...options, groupId: prefix + options.groupId }),
+    ping: () => inner.ping(),
+    close: () => inner.close(),
+  };
+}
+
+async function countStatuses(services: Services): Promise<number> {
+  const r = await services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM es.events WHERE type = 'DeliveryStatusRecorded'`);
+  return r.rows[0].n;
+}
+
+async function server(): Promise<void> {
+  const send = (m: FromChild) => process.send!(m);
+  const db = await benchDatabase('sends');
+  const config = loadConfig({
+    DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
+    PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'bench',
+  });
+  const pg = new PostgresEventStore(db.pool);
+  const sandbox = new SandboxProvider({ delivery: 'off', latencyMs: Number(process.env.BENCH_SANDBOX_LATENCY_MS ?? 0) });
+  const services = assembleServices({
+    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store: pg,
+    transport: new InProcessTransport(), logger: pino({ level: 'silent' }), provider: sandbox,
+  });
+  await services.runner.start();
+  await seedFixture(services, fixture, { actor: 'bench' });
+  const app = await buildApp(services);
+  const url = await app.listen({ port: 0, host: '127.0.0.1' });
+  let kafka: KafkaTransport | undefined;
+  let ingress: Awaited<ReturnType<typeof buildApp>> | undefined;
+
+  process.on('message', (m: ToChild) => {
+    void (async () => {
+      try {
+        if (m.type === 'statuses') {
+          // BENCH_KAFKA_PARTITIONS: partitions of the bench's topic and partitions consumed concurrently (default:
+          // the broker's num.partitions and the transport's default concurrency, as in production)
+          const partitions = process.env.BENCH_KAFKA_PARTITIONS ? Number(process.env.BENCH_KAFKA_PARTITIONS) : undefined;
+          kafka = new KafkaTransport({
+            brokers: m.brokers.split(','), clientId: 'switchboard-bench', logger: { info() {}, warn() {}, error() {} },
+            ...(partitions ? { numPartitions: partitions, partitionsConsumedConcurrently: partitions } : {}),
+          });
+          const transport = prefixed(kafka, `bench-${randomBytes(3).toString('hex')}.`);
+          const kservices: Services = { ...services, transport };
+          await services.runner.catchUp();
+          const ids = (await db.pool.query<{ id: string }>('SELECT provider_message_id AS id FROM rm_sends.sends WHERE provider_message_id IS NOT NULL')).rows.map((r) => r.id);
+          const now = Math.floor(Date.now() / 1000);
+          const records: OutgoingRecord[] = [];
+          for (const status of ['delivered', 'read'] as const) {
+            for (let i = 0; i < ids.length; i += 100) {
+              const body = statusWebhook(ids.slice(i, i + 100).map((id) => ({
+                phoneNumberId: PHONE_NUMBER_ID, providerMessageId: id, status, timestamp: String(status === 'read' ? now + 60 : now), recipientId: '1',
+              })));
+              records.push(...splitWebhook(body, new Date().toISOString())!);
+            }
+          }
+          log(`publishing ${records.length} statuses for ${ids.length} sends`);
+          for (let i = 0; i < records.length; i += 5000) await transport.publish(PROVIDER_WEBHOOK_TOPIC, records.slice(i, i + 5000));
+          const base = await countStatuses(services);
+          const consumer = await startDeliveryConsumer(kservices);
+          let firstAt = 0;
+          let firstCount = base;
+          let count = base;
+          const deadline = Date.now() + 180_000;
+          while (count < base + records.length && Date.now() < deadline) {
+            await new Promise((r) => setTimeout(r, 50));
+            count = await countStatuses(services);
+            if (!firstAt && count > base) {
+              firstAt = Date.now();
+              firstCount = count;
+            }
+          }
+          const lastAt = Date.now();
+          await consumer.stop();
+          const perS = (count - firstCount) / Math.max(0.001, (lastAt - firstAt) / 1000);
+          ingress = await buildApp(kservices);
+          const ingressUrl = await ingress.listen({ port: 0, host: '127.0.0.1' });
+          const payload = JSON.stringify(statusWebhook(ids.slice(0, 10).map((id) => ({
+            phoneNumberId: PHONE_NUMBER_ID, providerMessageId: id, status: 'read' as const, timestamp: String(now + 60), recipientId: '1',
+          }))));
+          send({ type: 'statuses', perS, statuses: records.length, applied: count - base, ingressUrl, payload, partitions: partitions ?? null });
+        } else if (m.type === 'stop') {
+          await ingress?.close();
+          await kafka?.close();
+          await app.close();
+          await services.runner.stop();
+          await sandbox.close();
+          await services.transport.close();
+          await pg.close();
+          await db.close();
+          send({ type: 'stopped', accepted: sandbox.acceptedCount });
+          process.exit(0);
+        }
+      } catch (err) {
+        send({ type: 'error', message: (err as Error)?.stack ?? String(err) });
+      }
+    })();
+  });
+  send({ type: 'ready', url });
+}
+
+// ---- parent: load generator ------------------------------------------------------------------------
+
+async function startBroker(): Promise<{ brokers: string; stop(): Promise<void> } | { skipped: string }> {
+  if (process.env.KAFKA_BROKERS) return { brokers: process.env.KAFKA_BROKERS, stop: async () => {} };
+  try {
+    const mod = await import(pathToFileURL(resolve('scripts/kafka-broker.mjs')).href);
+    const broker = await mod.startKafkaBroker({ log: (m: string) => log(`[kafka] ${m}`) });
+    return { brokers: broker.brokers, stop: () => broker.destroy() };
+  } catch (err) {
+    return { skipped: `no Kafka broker: KAFKA_BROKERS unset and the local broker failed: ${(err as Error).message}` };
+  }
+}
+
+function nextMessage<T extends FromChild['type']>(child: ChildProcess, type: T): Promise<Extract<FromChild, { type: T }>> {
+  return new Promise((resolvePromise, reject) => {
+    const onMessage = (m: FromChild) => {
+      if (m.type === 'error') return done(() => reject(new Error(`server: ${m.message}`)));
+      if (m.type === type) done(() => resolvePromise(m as Extract<FromChild, { type: T }>));
+    };
+    const onExit = (code: number | null) => done(() => reject(new Error(`server exited (${code}) before '${type}'`)));
+    const done = (fn: () => void) => {
+      child.off('message', onMessage);
+      child.off('exit', onExit);
+      fn();
+    };
+    child.on('message', onMessage);
+    child.on('exit', onExit);
+  });
+}
+
+async function main(): Promise<void> {
+  const child = fork(__filename, ['serve'], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: [] });
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    child.send({ type: 'stop' } satisfies ToChild);
+    await nextMessage(child, 'stopped');
+  };
+  try {
+    const { url } = await nextMessage(child, 'ready');
+    log(`sends bench: server ${url} (pid ${child.pid}), ${CONNECTIONS} connections, ${DURATION_S} s`);
+    let n = 0;
+    const body = () => JSON.stringify({
+      phone_number_id: PHONE_NUMBER_ID,
+      template_name: 'order_update',
+      recipient_phone: `+549115${String(1_000_001 + (++n % 8_000_000))}`,
+      variables: { name: 'Ana', total: { amount: 1234.5, code: 'ARS' } },
+      button_variables: { button_0: `ORD-${n}` },
+    });
+    const run = (duration: number) =>
+      autocannon({
+        url: `${url}/api/v1/platform-templates/send/`,
+        connections: CONNECTIONS,
+        duration,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        requests: [{ setupRequest: (req: object) => ({ ...req, body: body() }) }],
+      });
+    log('warm-up (3 s)');
+    await run(3);
+    const result = await run(DURATION_S);
+    const ok = result['2xx'];
+    log(`sends: ${ok} ok, ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`);
+    emit({ bench: 'sends', metric: 'single_sends_per_s', value: round(ok / (result.duration || DURATION_S)), unit: 'sends/s', budget: 1000, connections: CONNECTIONS, failed: result.non2xx + result.errors });
+    emit({ bench: 'sends', metric: 'single_send_p99_ms', value: round(result.latency.p99, 2), unit: 'ms', budget: 50, p50_ms: result.latency.p50 });
+
+    const broker = await startBroker();
+    if ('skipped' in broker) {
+      log(broker.skipped);
+      emit({ bench: 'sends', metric: 'statuses_applied_per_s', value: 0, unit: 'statuses/s', budget: 5000, ok: false, skipped: broker.skipped });
+    } else {
+      try {
+        child.send({ type: 'statuses', brokers: broker.brokers } satisfies ToChild);
+        const s = await nextMessage(child, 'statuses');
+        log(`statuses: ${s.applied} of ${s.statuses} applied`);
+        emit({
+          bench: 'sends', metric: 'statuses_applied_per_s', value: round(s.perS), unit: 'statuses/s', budget: 5000, statuses: s.statuses, applied: s.applied,
+          ...(s.partitions ? { partitions: s.partitions } : {}),
+        });
+        const wr = await autocannon({
+          url: `${s.ingressUrl}/webhooks/provider`, connections: CONNECTIONS, duration: 5, method: 'POST', body: s.payload,
+          headers: { 'content-type': 'application/json', 'x-hub-signature-256': signWebhook(APP_SECRET, s.payload) },
+        });
+        emit({ bench: 'sends', metric: 'webhook_ingress_per_s', value: round(wr['2xx'] / (wr.duration || 5)), unit: 'req/s', statuses_per_request: 10, p99_ms: wr.latency.p99, failed: wr.non2xx + wr.errors });
+        await stop();
+      } finally {
+        await broker.stop();
+      }
+    }
+    await stop();
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+(process.argv[2] === 'serve' ? server() : main()).then(
+  () => {
+    if (process.argv[2] !== 'serve') process.exit(0);
+  },
+  (err) => {
+    log(`sends bench failed: ${(err as Error)?.stack ?? err}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,29 @@
+import { DomainError } from '../commands/decider';
+import { FixtureContactsError } from '../commands/contact/fixture';
+import { FixtureError } from '../commands/provisioning/fixture';
+
+/** An expected failure whose message was already printed: the command exits 1 without a stack trace. */
+export class CliFailure extends Error {
+  override name = 'CliFailure';
+}
+
+/**
+ * Runs a CLI action; an expected failure exits with status 1 once the runtime has stopped. (`process.exitCode`
+ * is not enough: the embedded Postgres's exit hook ends the process with 0 on `beforeExit`.)
+ */
+export async function exitOnFailure(action: () => Promise<unknown>): Promise<void> {
+  try {
+    await action();
+  } catch (err) {
+    if (!(err instanceof CliFailure)) throw err;
+    process.exit(1);
+  }
+}
+
+/** Prints an expected failure (invalid document, broken rule) under `label` and throws CliFailure; rethrows others. */
+export function failWith(label: string, err: unknown): never {
+  if (err instanceof FixtureError) process.stderr.write(`${label}: ${err.message}\nnothing was appended\n`);
+  else if (err instanceof FixtureContactsError || err instanceof DomainError) process.stderr.write(`${label}: ${err.message}\n`);
+  else throw err;
+  throw new CliFailure(err.message);
+}

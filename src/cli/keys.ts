@@ -1,0 +1,77 @@
+import type { Command } from 'commander';
+import { issueApiKey, listKeys, revokeApiKey } from '../commands/provisioning/keys';
+import type { Services } from '../services';
+import { exitOnFailure, failWith } from './failure';
+import { withCliRuntime } from './runtime';
+
+const positiveInt = (name: string) => (v: string): number => {
+  if (!/^[1-9]\d*$/.test(v)) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(v)}`);
+  return Number(v);
+};
+
+/** A keys sub-command against the configured backends; a broken rule prints its message and exits 1. */
+const keysAction = (fn: (s: Services) => Promise<void>) =>
+  exitOnFailure(() =>
+    withCliRuntime(async (s) => {
+      try {
+        await fn(s);
+      } catch (err) {
+        failWith('keys', err);
+      }
+    }),
+  );
+
+export function registerKeyCommands(program: Command): void {
+  const keys = program.command('keys').description('API keys: issue (the clear key is printed once), revoke, list');
+
+  keys
+    .command('issue')
+    .description('issue a key; prints the clear key once on stdout (only its keyed hash is stored)')
+    .option('--company <id>', 'company of a company key', positiveInt('--company'))
+    .requiredOption('--name <name>', 'a name for the key (reported as apiKeyName)')
+    .option('--user <id>', 'user owning the key (created_by of its bulk sends)', positiveInt('--user'))
+    .option('--expires <iso>', 'expiry, ISO 8601 (default: never)')
+    .option('--global', 'a global (cross-company) key: no --company')
+    .action((opts: { company?: number; name: string; user?: number; expires?: string; global?: boolean }) =>
+      keysAction(async (s) => {
+        const issued = await issueApiKey(s, {
+          scope: opts.global ? 'global' : 'company', companyId: opts.company, name: opts.name, userId: opts.user, expiresAt: opts.expires,
+        }, { actor: 'cli' });
+        process.stderr.write(`issued ${issued.keyId} (${opts.global ? 'global' : `company ${opts.company}`}, "${opts.name.trim()}"); the key is shown once:\n`);
+        process.stdout.write(`${issued.key}\n`);
+      }),
+    );
+
+  keys
+    .command('revoke')
+    .argument('<keyId>', 'the key id (see `keys list`)')
+    .option('--reason <text>', 'why (kept in the event)')
+    .description('revoke a key: rejected with 401 from the next request on')
+    .action((keyId: string, opts: { reason?: string }) =>
+      keysAction(async (s) => {
+        const revoked = await revokeApiKey(s, keyId, { actor: 'cli', reason: opts.reason });
+        process.stdout.write(revoked ? `revoked ${keyId}\n` : `${keyId} was already revoked\n`);
+      }),
+    );
+
+  keys
+    .command('list')
+    .description('key ids, names and status (never a key)')
+    .option('--company <id>', 'only this company', positiveInt('--company'))
+    .option('--json', 'one JSON object per line')
+    .action((opts: { company?: number; json?: boolean }) =>
+      keysAction(async (s) => {
+        const rows = await listKeys(s, opts.company);
+        if (opts.json) {
+          for (const r of rows) process.stdout.write(`${JSON.stringify(r)}\n`);
+          return;
+        }
+        const table = [['KEY ID', 'SCOPE', 'COMPANY', 'USER', 'STATUS', 'EXPIRES', 'NAME']].concat(
+          rows.map((r) => [r.keyId, r.scope, r.companyId === null ? '-' : String(r.companyId), r.userId === null ? '-' : String(r.userId),
+            r.status, r.expiresAt ?? 'never', r.name]),
+        );
+        const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)));
+        for (const row of table) process.stdout.write(`${row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] + 2))).join('')}\n`);
+      }),
+    );
+}

@@ -1,0 +1,191 @@
+// Creating a bulk send (POST /api/v1/platform-templates/send-bulk/), docs/bulk.md "Creation".
+// 1. Every recipient is checked (shape, phone format; then variables against the template) before anything is
+//    stored: one bad recipient rejects the request and is named by its index.
+// 2. Repeated phones are removed (the first occurrence wins).
+// 3. The recipients are appended to chunk streams (`bulkchunk-{id}-{n}`, ≤ 1,000 each), the dispatcher's job
+//    row is inserted as a draft, then BulkSendCreated is appended to `bulk-{id}`: the commit point. The job
+//    becomes `queued` and the local dispatchers are woken. A crash before the commit point leaves invisible
+//    chunks and a draft the lease sweep deletes; a crash after it leaves a draft the sweep promotes.
+// 4. The response waits for the bulk read model (read-your-writes).
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { BulkEventData } from '../../events/bulk';
+import type { EventToAppend } from '../../ports/event-store';
+import {
+  findNumberByProviderId,
+  findTemplate,
+  type NumberRecord,
+  QUOTA_WINDOW_MS,
+  quotaOf,
+  recommendedSpacingMs,
+} from '../../projections/accounts/queries';
+import type { Services } from '../../services';
+import { ReadModelTimeoutError } from '../../workers/projection-runner';
+import { DomainError } from '../decider';
+import { handleCommand } from '../handle';
+import type { FieldMessages, TemplateShape } from '../send/components';
+import { deterministicUuid } from '../send/ids';
+import { bulkDecider, bulkStreamId, CHUNK_SIZE, chunkStreamId } from './decider';
+import { checkRecipients, checkRecipientVariables, deduplicate } from './input';
+import { kickDispatchers } from './signals';
+import { insertDraftJob, setJobState } from './work';
+
+export type BulkFailureCode =
+  | 'INVALID_FIELDS'
+  | 'NUMBER_NOT_FOUND'
+  | 'TEMPLATE_NOT_FOUND'
+  | 'TEMPLATE_NOT_APPROVED'
+  | 'BULK_NOT_FOUND'
+  | 'BULK_FINISHED';
+
+/** Why a bulk command was refused; the HTTP routes map `code` to a status (docs/bulk.md, "Errors"). */
+export class BulkRefusedError extends DomainError {
+  constructor(
+    override readonly code: BulkFailureCode,
+    message: string,
+    readonly fields?: FieldMessages,
+  ) {
+    super(code, message);
+    this.name = 'BulkRefusedError';
+  }
+}
+
+export interface CreateBulkInput {
+  companyId: number;
+  /** the API key id (event metadata actor) */
+  actor: string;
+  /** the key's user: `created_by` */
+  userId: number | null;
+  phoneNumberId: string;
+  templateName: string;
+  language: string;
+  /** as submitted; checked here */
+  recipients: readonly unknown[];
+}
+
+export interface CreatedBulk {
+  bulkId: string;
+  taskId: string;
+  templateName: string;
+  totalRecipients: number;
+  uniqueRecipients: number;
+  estimatedTimeMinutes: number;
+  createdAt: string;
+  number: NumberRecord;
+  quota: { canSend: boolean; needed: number; available: number; total: number; tier: string };
+}
+
+/** Minutes to send `count` recipients at the tier's recommended spacing (0 for TIER_UNLIMITED), 2 decimals. */
+export const estimateMinutes = (count: number, spacingMs: number): number => Math.round(((count * spacingMs) / 60_000) * 100) / 100;
+
+/** Chunk appends running at once. */
+const APPEND_CONCURRENCY = 4;
+
+async function recipientsInWindow(pool: Pool, numberId: number, phones: readonly string[], now: Date): Promise<number> {
+  const r = await pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM rm_accounts.quota_recipients WHERE number_id = $1 AND last_sent_at > $2 AND recipient = ANY($3::text[])`,
+    [numberId, new Date(now.getTime() - QUOTA_WINDOW_MS), phones],
+  );
+  return r.rows[0].n;
+}
+
+export async function createBulkSend(services: Services, input: CreateBulkInput): Promise<CreatedBulk> {
+  const { pool } = services;
+  const now = services.now();
+
+  const checked = checkRecipients(input.recipients);
+  if (!checked.ok) throw new BulkRefusedError('INVALID_FIELDS', 'invalid recipients', { recipients: checked.messages });
+
+  const number = await findNumberByProviderId(pool, input.companyId, input.phoneNumberId);
+  if (!number) throw new BulkRefusedError('NUMBER_NOT_FOUND', `Phone number '${input.phoneNumberId}' not found for this business account.`);
+  const template = await findTemplate(pool, number.id, input.templateName, input.language);
+  if (!template) {
+    throw new BulkRefusedError(
+      'TEMPLATE_NOT_FOUND',
+      `Template '${input.templateName}' (language '${input.language}') not found for this business account.`,
+    );
+  }
+  if (template.status !== 'APPROVED') {
+    throw new BulkRefusedError(
+      'TEMPLATE_NOT_APPROVED',
+      `Template '${input.templateName}' (language '${input.language}') is not approved (status ${template.status}).`,
+    );
+  }
+  const shape: TemplateShape = { variables: template.variables, buttons: template.buttons };
+  const variableErrors = checkRecipientVariables(shape, checked.recipients);
+  if (variableErrors) throw new BulkRefusedError('INVALID_FIELDS', 'invalid recipient variables', { recipients: variableErrors });
+
+  const { recipients, total, unique } = deduplicate(checked.recipients);
+  const tier = number.messagingLimitTier;
+  const quota = await quotaOf(pool, number.id, tier, now);
+  const needed = tier === 'TIER_UNLIMITED' ? unique : unique - (await recipientsInWindow(pool, number.id, recipients.map((r) => r.phone), now));
+
+  const bulkId = randomUUID();
+  const taskId = deterministicUuid('bulk-task', bulkId);
+  const createdAt = now.toISOString();
+  const chunkCount = Math.ceil(unique / CHUNK_SIZE);
+  const metadata = (eventId: string) => ({
+    eventId, correlationId: bulkId, causationId: null, companyId: input.companyId, actor: input.actor, at: createdAt,
+  });
+
+  // 1. the recipients, chunk by chunk (each a new stream)
+  let next = 0;
+  const appendChunks = async () => {
+    for (let chunk = next++; chunk < chunkCount; chunk = next++) {
+      const slice = recipients.slice(chunk * CHUNK_SIZE, (chunk + 1) * CHUNK_SIZE);
+      const data: BulkEventData<'BulkRecipientsAdded'> = {
+        bulkId, companyId: input.companyId, chunk,
+        recipients: slice.map((r, i) => ({ index: chunk * CHUNK_SIZE + i, phone: r.phone, variables: r.variables, buttonVariables: r.buttonVariables })),
+      };
+      const event: EventToAppend = { type: 'BulkRecipientsAdded', data, metadata: metadata(deterministicUuid('bulk-chunk', `${bulkId}:${chunk}`)) };
+      await services.store.append(chunkStreamId(bulkId, chunk), [event], 'no_stream');
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(APPEND_CONCURRENCY, chunkCount) }, appendChunks));
+
+  // 2. the dispatcher's job, not claimable yet
+  await insertDraftJob(pool, {
+    bulkId, taskId, companyId: input.companyId, numberId: number.id, phoneNumberId: number.phoneNumberId, templateName: template.name,
+    language: template.language, template: shape, chunkCount, recipientCount: unique, createdAt: now,
+  });
+
+  // 3. the commit point
+  const created = await handleCommand(
+    services.store,
+    bulkStreamId(bulkId),
+    bulkDecider,
+    {
+      type: 'CreateBulkSend',
+      data: {
+        bulkId, taskId, companyId: input.companyId, createdByUserId: input.userId, numberId: number.id, phoneNumberId: number.phoneNumberId,
+        displayPhoneNumber: number.displayPhoneNumber, verifiedName: number.verifiedName, tier, templateId: template.id,
+        templateName: template.name, language: template.language, category: template.category, templateStatus: template.status,
+        template: { variables: shape.variables as never, buttons: shape.buttons as never },
+        totalRecipients: total, uniqueRecipients: unique, chunkCount, createdAt,
+      },
+    },
+    { actor: input.actor, companyId: input.companyId, correlationId: bulkId, now: services.now },
+  );
+  await setJobState(pool, bulkId, 'queued', services.now(), ['draft']);
+  kickDispatchers();
+
+  // 4. read-your-writes (a slow read model does not turn an accepted bulk into an error)
+  try {
+    await services.runner.waitForEvents(created.position, ['BulkSendCreated', 'BulkRecipientsAdded'], 10_000 + unique / 5);
+  } catch (err) {
+    if (!(err instanceof ReadModelTimeoutError)) throw err;
+    services.logger.warn({ bulkId }, 'bulk read model is late: answering before it shows the new bulk send');
+  }
+
+  return {
+    bulkId,
+    taskId,
+    templateName: template.name,
+    totalRecipients: total,
+    uniqueRecipients: unique,
+    estimatedTimeMinutes: estimateMinutes(unique, recommendedSpacingMs(tier)),
+    createdAt,
+    number,
+    quota: { canSend: quota.canSend, needed, available: quota.remaining, total: quota.dailyLimit, tier },
+  };
+}

@@ -1,0 +1,264 @@
+import { type EventStore, type EventToAppend, type Position, START, WrongExpectedRevisionError } from '../../ports/event-store';
+import type { Pool } from 'pg';
+import { DomainError } from '../decider';
+import { baseMetadata, type CommandContext } from '../handle';
+import type { ConversationEvent } from '../../events/conversations';
+import { conversationsProjection } from '../../projections/conversations/projection';
+import { type CompanyDirectory, findRecordedConversations, loadCompanyDirectories, messageKey } from '../../projections/conversations/queries';
+import { type ProjectionRunner, ReadModelTimeoutError } from '../../workers/projection-runner';
+import { readCheckpoint } from '../../projections/store';
+import {
+  conversationDecider as decider,
+  conversationEventId,
+  conversationStreamId,
+  type ConversationState,
+  type MessageToRecord,
+} from './decider';
+
+export type RecordOutcome =
+  /** the message was recorded now (MessageRecorded, plus MessageDeleted when it arrived deleted) */
+  | { status: 'recorded' }
+  /** an already recorded message is deleted now (MessageDeleted) */
+  | { status: 'deleted' }
+  /** nothing to record: the id is already recorded (and its deletion state does not change) */
+  | { status: 'unchanged' }
+  | { status: 'rejected'; code: string; reason: string };
+
+export interface RecordResult {
+  outcomes: RecordOutcome[];
+  /** position of the last appended event (undefined when nothing was appended) */
+  position: Position | undefined;
+}
+
+export interface RecorderDeps {
+  store: EventStore;
+  pool: Pool;
+  runner: ProjectionRunner;
+  now: () => Date;
+}
+
+export interface RecorderOptions {
+  /** streams whose folded state is kept between calls (default 1000) */
+  maxCachedStreams?: number;
+  /** retries of a stream after a concurrent append (default 10) */
+  maxConflictRetries?: number;
+}
+
+const PATIENT_REFRESH_MS = 1000;
+const PATIENT_REFRESH_EVERY_MS = 5000;
+
+interface StreamEntry {
+  state: ConversationState;
+  /** the next revision to read (= number of events folded into `state`) */
+  nextRevision: bigint;
+}
+
+/**
+ * The command handler of chat messages (`RecordMessage` on `conversation-{companyId}-{conversationId}`),
+ * batched: the Kafka consumer records one message per call, `import-messages` many. Per stream it folds the
+ * stream once (and keeps the folded state, reading only newer events on the next call), decides every message
+ * of the batch in order, and appends their events in one append with the expected revision; a concurrent
+ * append makes it reload and decide again. Event ids are deterministic (company, conversation, message id,
+ * type), so a redelivered record is never duplicated.
+ *
+ * It validates against the company's directory (companies, agents, operators of the `conversations` read
+ * model); when a message names something the read model does not know yet, the read model is caught up to the
+ * head of the log once before the message is rejected, so provisioning that just happened is seen.
+ */
+export class ConversationRecorder {
+  private readonly cache = new Map<string, StreamEntry>();
+  private readonly maxCached: number;
+  private readonly maxRetries: number;
+  private lastPatientRefresh = 0;
+
+  constructor(
+    private readonly deps: RecorderDeps,
+    options: RecorderOptions = {},
+  ) {
+    this.maxCached = options.maxCachedStreams ?? 1000;
+    this.maxRetries = options.maxConflictRetries ?? 10;
+  }
+
+  async record(messages: readonly MessageToRecord[], ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>): Promise<RecordResult> {
+    const outcomes: RecordOutcome[] = new Array(messages.length);
+    if (messages.length === 0) return { outcomes, position: undefined };
+
+    const companyIds = [...new Set(messages.map((m) => m.companyId))];
+    let directories = await loadCompanyDirectories(this.deps.pool, companyIds);
+    if (messages.some((m) => namesUnknown(m, directories.get(m.companyId)!))) directories = await this.refreshDirectories(messages, companyIds);
+    const elsewhere = await findRecordedConversations(this.deps.pool, messages);
+    const seenInBatch = new Map<string, string>();
+
+    const groups = new Map<string, number[]>();
+    for (let i = 0; i < messages.length; i++) {
+      const sid = conversationStreamId(messages[i].companyId, messages[i].conversationId);
+      const g = groups.get(sid);
+      if (g) g.push(i);
+      else groups.set(sid, [i]);
+    }
+
+    let position: Position | undefined;
+    for (const [streamId, indexes] of groups) {
+      const p = await this.recordStream(streamId, indexes, messages, directories, elsewhere, seenInBatch, outcomes, ctx);
+      if (p !== undefined) position = p;
+    }
+    return { outcomes, position };
+  }
+
+  /**
+   * Catches the read model up and reloads the directories. The log's readable head trails commits while older
+   * transactions run anywhere in the cluster, so provisioning committed a moment ago may not be readable yet:
+   * before a message is rejected for naming something unknown, this keeps catching up for up to a second (at
+   * most once every few seconds per recorder, so a file full of unknown names is not slowed down).
+   */
+  private async refreshDirectories(messages: readonly MessageToRecord[], companyIds: number[]): Promise<Map<number, CompanyDirectory>> {
+    const patient = Date.now() - this.lastPatientRefresh > PATIENT_REFRESH_EVERY_MS;
+    const deadline = Date.now() + (patient ? PATIENT_REFRESH_MS : 0);
+    for (;;) {
+      await catchUpConversations(this.deps);
+      const directories = await loadCompanyDirectories(this.deps.pool, companyIds);
+      if (!messages.some((m) => namesUnknown(m, directories.get(m.companyId)!)) || Date.now() >= deadline) {
+        if (patient) this.lastPatientRefresh = Date.now();
+        return directories;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  private async recordStream(
+    streamId: string,
+    indexes: number[],
+    messages: readonly MessageToRecord[],
+    directories: Map<number, CompanyDirectory>,
+    elsewhere: Map<string, string>,
+    seenInBatch: Map<string, string>,
+    outcomes: RecordOutcome[],
+    ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>,
+  ): Promise<Position | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      const entry = await this.take(streamId);
+      const events: EventToAppend[] = [];
+      const local: RecordOutcome[] = [];
+      for (const i of indexes) {
+        const message = messages[i];
+        const key = messageKey(message.companyId, message.messageId);
+        let decided: ConversationEvent[];
+        try {
+          decided = decider.decide(
+            {
+              type: 'RecordMessage',
+              data: {
+                message,
+                directory: directories.get(message.companyId)!,
+                recordedInConversation: elsewhere.get(key) ?? seenInBatch.get(key) ?? null,
+              },
+            },
+            entry.state,
+          );
+        } catch (err) {
+          if (!(err instanceof DomainError)) throw err;
+          local.push({ status: 'rejected', code: err.code, reason: err.message });
+          continue;
+        }
+        for (const e of decided) decider.evolve(entry.state, e);
+        const metadata = baseMetadata({ ...ctx, companyId: message.companyId, now: ctx.now ?? this.deps.now });
+        for (const e of decided) {
+          events.push({
+            type: e.type,
+            data: e.data,
+            metadata: { ...metadata, eventId: conversationEventId(message.companyId, message.conversationId, message.messageId, e.type) },
+          });
+        }
+        local.push(
+          decided.length === 0 ? { status: 'unchanged' } : decided[0].type === 'MessageRecorded' ? { status: 'recorded' } : { status: 'deleted' },
+        );
+      }
+      if (events.length === 0) {
+        this.put(streamId, entry);
+        this.settle(indexes, local, outcomes, messages, seenInBatch);
+        return undefined;
+      }
+      try {
+        const expected = entry.nextRevision === 0n ? ('no_stream' as const) : entry.nextRevision - 1n;
+        const result = await this.deps.store.append(streamId, events, expected);
+        entry.nextRevision = result.nextRevision + 1n;
+        this.put(streamId, entry);
+        // every id already stored (a stale state met a redelivery): nothing changed
+        const final = result.alreadyAppended ? local.map((o) => (o.status === 'rejected' ? o : ({ status: 'unchanged' } as const))) : local;
+        this.settle(indexes, final, outcomes, messages, seenInBatch);
+        return result.position;
+      } catch (err) {
+        // the entry was taken out of the cache: the next attempt folds the stream afresh
+        if (err instanceof WrongExpectedRevisionError && attempt < this.maxRetries) continue;
+        throw err;
+      }
+    }
+  }
+
+  private settle(
+    indexes: number[],
+    local: RecordOutcome[],
+    outcomes: RecordOutcome[],
+    messages: readonly MessageToRecord[],
+    seenInBatch: Map<string, string>,
+  ): void {
+    indexes.forEach((i, n) => {
+      outcomes[i] = local[n];
+      if (local[n].status !== 'rejected') {
+        const key = messageKey(messages[i].companyId, messages[i].messageId);
+        if (!seenInBatch.has(key)) seenInBatch.set(key, messages[i].conversationId);
+      }
+    });
+  }
+
+  /** The stream's folded state, brought up to date; owned by the caller until `put` back. */
+  private async take(streamId: string): Promise<StreamEntry> {
+    const entry = this.cache.get(streamId) ?? { state: decider.initialState(), nextRevision: 0n };
+    this.cache.delete(streamId);
+    const newer = await this.deps.store.readStream(streamId, entry.nextRevision);
+    for (const e of newer) decider.evolve(entry.state, { type: e.type, data: e.data } as ConversationEvent);
+    if (newer.length > 0) entry.nextRevision = newer[newer.length - 1].revision + 1n;
+    return entry;
+  }
+
+  private put(streamId: string, entry: StreamEntry): void {
+    this.cache.set(streamId, entry);
+    while (this.cache.size > this.maxCached) this.cache.delete(this.cache.keys().next().value as string);
+  }
+}
+
+function namesUnknown(m: MessageToRecord, d: CompanyDirectory): boolean {
+  if (!d.companyKnown) return true;
+  if (m.author.type === 'agent' && m.author.agentId !== undefined) return !d.agentIds.has(m.author.agentId);
+  if (m.author.type === 'human_operator' && m.author.operatorId !== undefined) return !d.operatorIds.has(m.author.operatorId);
+  return false;
+}
+
+/**
+ * Brings the `conversations` read model up to the head of the log (or to `until`, a position the caller
+ * appended, when that is further: the readable head trails commits while older transactions run). Applies the
+ * batches itself when no other process holds the projection (CLI), else waits for the process that does.
+ */
+export async function catchUpConversations(
+  deps: Pick<RecorderDeps, 'runner' | 'store' | 'pool'>,
+  options: { until?: Position; timeoutMs?: number } = {},
+): Promise<void> {
+  const { runner, store, pool } = deps;
+  const head = await store.headPosition();
+  const until = options.until;
+  const target = until !== undefined && (head === START || store.comparePositions(until, head) > 0) ? until : head;
+  if (target === START) return;
+  const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+  for (;;) {
+    const read = await runner.runBatch(conversationsProjection);
+    if (read === -1) {
+      await runner.waitFor(target, [conversationsProjection], Math.max(1, deadline - Date.now()));
+      return;
+    }
+    if (read > 0) continue;
+    const cp = await readCheckpoint(pool, conversationsProjection.name);
+    if (cp && cp.position !== START && store.comparePositions(cp.position, target) >= 0) return;
+    if (Date.now() > deadline) throw new ReadModelTimeoutError(`the conversations read model did not reach ${target} in time`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,84 @@
+import { z } from 'zod';
+import { CHANNELS, CONTENT_TYPES } from '../../events/conversations';
+import { normalizePhone } from '../../shared/phone';
+import type { MessageToRecord } from './decider';
+
+// The input contract of chat messages (../shared/contracts/conversation-messages.md): one NDJSON line of
+// `switchboard import-messages`, one Kafka record of `conversation.messages`. Unknown fields are ignored.
+
+const int32 = z.number().int().min(1).max(2_147_483_647);
+const nullableText = z.string().nullable().optional().transform((v) => v ?? null);
+
+const author = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('contact'), contactId: int32 }),
+  z.object({ type: z.literal('agent'), agentId: int32 }),
+  z.object({ type: z.literal('human_operator'), operatorId: int32 }),
+  z.object({ type: z.literal('system') }),
+], { error: (issue) => (issue.code === 'invalid_union' ? 'must be one of contact, agent, human_operator, system' : undefined) });
+
+export const messageRecordSchema = z.object({
+  id: z.string().trim().min(1, 'is missing').max(512),
+  companyId: int32,
+  conversationId: z.string().trim().min(1, 'is missing').max(512),
+  occurredAt: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a time zone' }),
+  channel: z.enum(CHANNELS, { error: `must be one of ${CHANNELS.join(', ')}` }),
+  direction: z.enum(['inbound', 'outbound'], { error: 'must be inbound or outbound' }),
+  author,
+  contactPhone: nullableText,
+  content: z.object({
+    type: z.enum(CONTENT_TYPES, { error: `must be one of ${CONTENT_TYPES.join(', ')}` }),
+    text: z.string().optional().transform((v) => v ?? ''),
+    mediaUrl: nullableText,
+    mediaMime: nullableText,
+  }),
+  replyToMessageId: nullableText,
+  classifications: z.array(z.object({ label: z.string(), value: z.unknown() })).optional().transform((v) => v ?? []),
+  extractions: z.array(z.object({ key: z.string(), value: z.unknown() })).optional().transform((v) => v ?? []),
+  toolCalls: z
+    .array(z.object({ toolName: z.string(), success: z.boolean(), executionTimeMs: z.number().int().min(0) }))
+    .optional()
+    .transform((v) => v ?? []),
+  traceId: nullableText,
+  deleted: z.boolean().optional().transform((v) => v ?? false),
+});
+
+export type MessageRecordInput = z.input<typeof messageRecordSchema>;
+
+export type ParseResult = { ok: true; message: MessageToRecord } | { ok: false; reason: string };
+
+/** Validates one record of the contract and normalizes it into what the decider records. */
+export function parseMessageRecord(value: unknown): ParseResult {
+  const parsed = messageRecordSchema.safeParse(value);
+  if (!parsed.success) {
+    const reason = parsed.error.issues
+      .map((i) => `${i.path.length ? i.path.join('.') : 'record'}: ${i.path.length === 0 && i.code === 'invalid_type' ? 'must be a JSON object' : i.message}`)
+      .join('; ');
+    return { ok: false, reason };
+  }
+  const r = parsed.data;
+  let contactPhone: string | null = null;
+  if (r.contactPhone !== null && r.contactPhone.trim() !== '') {
+    contactPhone = normalizePhone(r.contactPhone);
+    if (contactPhone === null) return { ok: false, reason: `contactPhone: ${JSON.stringify(r.contactPhone)} is not a valid phone number` };
+  }
+  return {
+    ok: true,
+    message: {
+      companyId: r.companyId,
+      messageId: r.id,
+      conversationId: r.conversationId,
+      occurredAt: new Date(r.occurredAt).toISOString(),
+      channel: r.channel,
+      direction: r.direction,
+      author: r.author,
+      contactPhone,
+      content: { type: r.content.type, text: r.content.text, mediaUrl: r.content.mediaUrl, mediaMime: r.content.mediaMime },
+      replyToMessageId: r.replyToMessageId,
+      classifications: r.classifications.map((c) => ({ label: c.label, value: c.value ?? null })),
+      extractions: r.extractions.map((x) => ({ key: x.key, value: x.value ?? null })),
+      toolCalls: r.toolCalls.map((t) => ({ toolName: t.toolName, success: t.success, executionTimeMs: t.executionTimeMs })),
+      traceId: r.traceId,
+      deleted: r.deleted,
+    },
+  };
+}

@@ -1,0 +1,206 @@
+// The single template send (POST /api/v1/platform-templates/send/). Loads what the decider and the
+// components builder validate against (number, template, quota: read models), records the request, calls
+// the provider, records its answer, and returns once the read models have applied it (read-your-writes).
+import { randomUUID } from 'node:crypto';
+import type { Services } from '../../services';
+import type { Position } from '../../ports/event-store';
+import type { SendEvent } from '../../events/sends';
+import { isProviderError, type ProviderError } from '../../ports/provider';
+import {
+  findNumberByProviderId,
+  findTemplate,
+  quotaOf,
+  recipientInQuotaWindow,
+} from '../../projections/accounts/queries';
+import { normalizePhone } from '../../shared/phone';
+import { DomainError } from '../decider';
+import { baseMetadata, type CommandContext } from '../handle';
+import { buildComponents, type FieldMessages, type TemplateShape } from './components';
+import { conversationStreamId, outboundTemplateMessage } from './conversation';
+import { type SendCommand, sendDecider, sendStreamId, type SendState } from './decider';
+import { deterministicUuid } from './ids';
+
+export interface SendTemplateInput {
+  companyId: number;
+  /** metadata actor (the API key id) */
+  actor: string;
+  correlationId?: string;
+  phoneNumberId: string;
+  templateName: string;
+  language: string;
+  recipientPhone: string;
+  variables: Record<string, unknown>;
+  buttonVariables: Record<string, unknown>;
+}
+
+export interface SendTemplateOutput {
+  sendId: string;
+  providerMessageId: string;
+  /** ISO 8601: when the accepted send was recorded */
+  sentAt: string;
+}
+
+/**
+ * Why a send was not made. The HTTP route maps `code` to a status: NUMBER_NOT_FOUND / TEMPLATE_NOT_FOUND 404,
+ * TEMPLATE_NOT_APPROVED 400, INVALID_FIELDS 400 (per-field messages), QUOTA_EXCEEDED 429,
+ * PROVIDER_REFUSED 422, PROVIDER_UNAVAILABLE 502.
+ */
+export type SendFailureCode =
+  | 'NUMBER_NOT_FOUND'
+  | 'TEMPLATE_NOT_FOUND'
+  | 'TEMPLATE_NOT_APPROVED'
+  | 'INVALID_FIELDS'
+  | 'QUOTA_EXCEEDED'
+  | 'PROVIDER_REFUSED'
+  | 'PROVIDER_UNAVAILABLE';
+
+export class SendRefusedError extends DomainError {
+  constructor(
+    override readonly code: SendFailureCode,
+    message: string,
+    readonly fields?: FieldMessages,
+  ) {
+    super(code, message);
+    this.name = 'SendRefusedError';
+  }
+}
+
+export async function sendTemplate(services: Services, input: SendTemplateInput): Promise<SendTemplateOutput> {
+  const { pool } = services;
+  const now = services.now();
+
+  const number = await findNumberByProviderId(pool, input.companyId, input.phoneNumberId);
+  if (!number) throw new SendRefusedError('NUMBER_NOT_FOUND', `Phone number '${input.phoneNumberId}' not found for this business account.`);
+  const template = await findTemplate(pool, number.id, input.templateName, input.language);
+  if (!template) {
+    throw new SendRefusedError(
+      'TEMPLATE_NOT_FOUND',
+      `Template '${input.templateName}' (language '${input.language}') not found for this business account.`,
+    );
+  }
+  if (template.status !== 'APPROVED') {
+    throw new SendRefusedError(
+      'TEMPLATE_NOT_APPROVED',
+      `Template '${input.templateName}' (language '${input.language}') is not approved (status ${template.status}).`,
+    );
+  }
+  const built = buildComponents(template as TemplateShape, input.variables, input.buttonVariables);
+  if (!built.ok) throw new SendRefusedError('INVALID_FIELDS', 'invalid template variables', built.errors);
+
+  const recipientE164 = normalizePhone(input.recipientPhone) ?? input.recipientPhone;
+  // TIER_UNLIMITED can always send: no need to count its window.
+  const quota = number.messagingLimitTier === 'TIER_UNLIMITED' ? undefined : await quotaOf(pool, number.id, number.messagingLimitTier, now);
+  if (quota && !quota.canSend && !(await recipientInQuotaWindow(pool, number.id, recipientE164, now))) {
+    throw new SendRefusedError(
+      'QUOTA_EXCEEDED',
+      `Messaging quota exhausted for phone number '${input.phoneNumberId}': ${quota.uniqueNumbersSent24h} of ${quota.dailyLimit} unique recipients in the last 24 h (${number.messagingLimitTier}).`,
+    );
+  }
+
+  const sendId = randomUUID();
+  const streamId = sendStreamId(sendId);
+  const ctx: CommandContext = {
+    actor: input.actor,
+    companyId: input.companyId,
+    correlationId: input.correlationId ?? sendId,
+    now: services.now,
+  };
+  const request = {
+    sendId,
+    companyId: input.companyId,
+    numberId: number.id,
+    phoneNumberId: input.phoneNumberId,
+    templateId: template.id,
+    templateName: template.name,
+    language: template.language,
+    category: template.category,
+    recipientPhone: input.recipientPhone,
+    recipientE164,
+    variables: input.variables,
+    buttonVariables: input.buttonVariables,
+    requestedAt: now.toISOString(),
+  };
+  // The stream is new and only this call writes it: the decider runs on the initial state and the request is
+  // appended together with the provider's answer, in one append at `no_stream` (one commit on the hot path;
+  // a concurrent writer would still be caught by the revision check). See docs/sends.md for this decision.
+  const decideAndAppend = async (commands: SendCommand[]) => {
+    let state: SendState = sendDecider.initialState();
+    const events: SendEvent[] = [];
+    for (const c of commands) {
+      const decided = sendDecider.decide(c, state);
+      for (const e of decided) state = sendDecider.evolve(state, e);
+      events.push(...decided);
+    }
+    const metadata = baseMetadata(ctx);
+    const result = await services.store.append(
+      streamId,
+      events.map((e, i) => ({ type: e.type, data: e.data, metadata: { ...metadata, eventId: deterministicUuid('send-event', `${sendId}:${i}`) } })),
+      'no_stream',
+    );
+    for (const e of events) services.metrics.eventsAppended.labels(e.type).inc();
+    return { events, position: result.position as Position | undefined };
+  };
+  const requested: SendCommand = { type: 'RequestTemplateSend', data: request };
+
+  let providerMessageId: string;
+  try {
+    ({ providerMessageId } = await services.provider.sendTemplate({
+      phoneNumberId: input.phoneNumberId,
+      to: input.recipientPhone,
+      template: template.name,
+      language: template.language,
+      components: built.components,
+    }));
+  } catch (err) {
+    const pe: ProviderError | undefined = isProviderError(err) ? err : undefined;
+    if (!pe) services.logger.error({ err, sendId }, 'provider call failed unexpectedly');
+    const code = pe?.code ?? 'provider_error';
+    const message = pe?.message ?? 'the provider could not be reached';
+    const retryable = pe ? pe.retryable : true;
+    const rejected = await decideAndAppend([
+      requested,
+      { type: 'RecordSendRejected', data: { sendId, code, message, retryable, at: services.now().toISOString() } },
+    ]);
+    await services.runner.waitForEvents(rejected.position, rejected.events.map((e) => e.type));
+    throw retryable
+      ? new SendRefusedError('PROVIDER_UNAVAILABLE', `The provider is unavailable (${code}): ${message}`)
+      : new SendRefusedError('PROVIDER_REFUSED', `The provider refused the message (${code}): ${message}`);
+  }
+
+  const acceptedAt = services.now().toISOString();
+  const outbound = outboundTemplateMessage({
+    companyId: input.companyId,
+    phoneNumberId: input.phoneNumberId,
+    templateName: template.name,
+    language: template.language,
+    recipientE164,
+    variables: input.variables,
+    providerMessageId,
+    at: acceptedAt,
+  });
+  const [accepted, recorded] = await Promise.all([
+    decideAndAppend([requested, { type: 'RecordSendAccepted', data: { sendId, providerMessageId, at: acceptedAt } }]),
+    services.store.append(
+      conversationStreamId(input.companyId, outbound.conversationId),
+      [{
+        type: 'MessageRecorded',
+        data: outbound,
+        metadata: {
+          eventId: deterministicUuid('send-outbound-message', sendId),
+          correlationId: ctx.correlationId!,
+          causationId: null,
+          companyId: input.companyId,
+          actor: input.actor,
+          at: acceptedAt,
+        },
+      }],
+      'any',
+    ),
+  ]);
+  if (!recorded.alreadyAppended) services.metrics.eventsAppended.labels('MessageRecorded').inc();
+  // Read-your-writes: wait for every read model fed by either append (status record, quota, chat history).
+  const last = accepted.position && services.store.comparePositions(accepted.position, recorded.position) > 0 ? accepted.position : recorded.position;
+  await services.runner.waitForEvents(last, [...accepted.events.map((e) => e.type), 'MessageRecorded']);
+  return { sendId, providerMessageId, sentAt: acceptedAt };
+}
+

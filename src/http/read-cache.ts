@@ -1,0 +1,138 @@
+import type { FastifyInstance } from 'fastify';
+import type { Pool, PoolClient } from 'pg';
+import { ACCOUNTS_CHANGED_CHANNEL, BUSINESS_CHANGED_CHANNEL, isChanging } from '../projections/change-signals';
+
+/**
+ * Per-process cache of the business read endpoints' company data (business info, hours, holidays, the
+ * business-accounts document with its quota use), so such a read costs no database round trip.
+ *
+ * Correctness rests on invalidation (src/projections/change-signals.ts): the projections notify the company id
+ * in the transaction that changes its rows, and this cache LISTENs and drops the company's entries; while a
+ * projection of this process is applying a change for a company (until shortly after its commit) nothing loaded
+ * for that company is cached, and a value loaded while a notification for its company arrived is not cached
+ * either, so a write that waited for its read models is visible to the next read. While the LISTEN connection is
+ * down the cache is bypassed. An entry may also carry its own expiry (quota use changes as the 24 h window
+ * slides) and lives at most `maxAgeMs` (a backstop, e.g. for a rebuild's schema swap).
+ */
+export class ReadCache {
+  private readonly entries = new Map<string, { value: unknown; expires: number; storedAt: number }>();
+  /** per channel|company: bumped by every notification */
+  private readonly generations = new Map<string, number>();
+  private epoch = 0;
+  private client: PoolClient | undefined;
+  private stopped = false;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly options: { maxEntries?: number; maxAgeMs?: number } = {},
+  ) {}
+
+  get active(): boolean {
+    return this.client !== undefined;
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    try {
+      const client = await this.pool.connect();
+      client.on('notification', (msg) => this.invalidate(msg.channel, msg.payload ?? '*'));
+      client.on('error', () => this.lost(client));
+      client.on('end', () => this.lost(client));
+      await client.query(`LISTEN ${BUSINESS_CHANGED_CHANNEL}; LISTEN ${ACCOUNTS_CHANGED_CHANNEL}`);
+      this.clear(); // anything cached before we listened may be stale
+      this.client = client;
+    } catch {
+      this.scheduleReconnect();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    const client = this.client;
+    this.client = undefined;
+    this.clear();
+    if (client) {
+      await client.query(`UNLISTEN ${BUSINESS_CHANGED_CHANNEL}; UNLISTEN ${ACCOUNTS_CHANGED_CHANNEL}`).catch(() => undefined);
+      client.release();
+    }
+  }
+
+  /**
+   * The cached value of (channel, company, what), else `load()`'s, cached when nothing may have changed
+   * meanwhile. `expiresAt(value)`: the time (ms, of the caller's clock `now`) from which the value is stale by
+   * itself (undefined: only invalidation and the backstop age end it).
+   */
+  async get<T>(
+    channel: string,
+    companyId: number,
+    what: string,
+    now: number,
+    load: () => Promise<T>,
+    expiresAt?: (value: T) => number | undefined,
+  ): Promise<T> {
+    const company = `${channel}|${companyId}`;
+    const key = `${company}|${what}`;
+    const quiet = () => !isChanging(channel, companyId) && !isChanging(channel, '*');
+    if (this.client && quiet()) {
+      const hit = this.entries.get(key);
+      if (hit && hit.expires > now && Date.now() - hit.storedAt < (this.options.maxAgeMs ?? 60_000)) return hit.value as T;
+    }
+    const client = this.client;
+    const epoch = this.epoch;
+    const generation = this.generations.get(company) ?? 0;
+    const value = await load();
+    if (client && this.client === client && this.epoch === epoch && (this.generations.get(company) ?? 0) === generation && quiet()) {
+      if (this.entries.size >= (this.options.maxEntries ?? 10_000)) this.entries.delete(this.entries.keys().next().value as string);
+      this.entries.set(key, { value, expires: expiresAt?.(value) ?? Infinity, storedAt: Date.now() });
+    }
+    return value;
+  }
+
+  private invalidate(channel: string, payload: string): void {
+    if (payload === '*') {
+      this.clear();
+      return;
+    }
+    const company = `${channel}|${payload}`;
+    this.generations.set(company, (this.generations.get(company) ?? 0) + 1);
+    for (const key of this.entries.keys()) if (key.startsWith(`${company}|`)) this.entries.delete(key);
+  }
+
+  private clear(): void {
+    this.epoch++;
+    this.entries.clear();
+    this.generations.clear();
+  }
+
+  private lost(client: PoolClient): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    this.clear();
+    client.release(true);
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped) return;
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = setTimeout(() => void this.start(), 1000);
+    this.reconnectTimer.unref();
+  }
+}
+
+const caches = new WeakMap<FastifyInstance, ReadCache>();
+
+/** The read cache of an app (one LISTEN connection per app), started and stopped with it. */
+export function readCacheOf(app: FastifyInstance, pool: Pool): ReadCache {
+  let cache = caches.get(app);
+  if (!cache) {
+    const created = new ReadCache(pool);
+    app.addHook('onReady', () => created.start());
+    app.addHook('onClose', () => created.stop());
+    caches.set(app, created);
+    cache = created;
+  }
+  return cache;
+}

@@ -1,0 +1,242 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { AmbiguousPhoneError, upsertContact, type UpsertResult } from '../../commands/contact/handler';
+import { type CustomFieldView, customFieldViews } from '../../commands/contact/model';
+import { parseUpsertBody } from '../../commands/contact/upsert-input';
+import { CONTACT_SOURCES, type ContactSource } from '../../events/contacts';
+import { FIELD_TYPES } from '../../events/provisioning';
+import { findExternalContacts, lookupContact } from '../../projections/contacts/queries';
+import type { Services } from '../../services';
+import { normalizePhone } from '../../shared/phone';
+import { requireCompany } from '../auth';
+import { badRequest, conflict } from '../errors';
+
+// Contacts (spec: contact-lookup, external contacts get, upsert). Decisions: docs/contacts.md.
+
+const SESSION_WINDOW_MS = 24 * 60 * 60 * 1000;
+const LOOKUP_SOURCES = CONTACT_SOURCES.filter((s) => s !== 'directory_contacts');
+
+const errorBody = z.object({ error: z.string() });
+
+const customField = z.object({
+  id: z.number().int(),
+  key: z.string(),
+  name: z.string(),
+  field_type: z.enum(FIELD_TYPES),
+  options: z.array(z.string()).nullable(),
+  required: z.boolean(),
+  value: z.array(z.union([z.string(), z.number()])).nullable().describe('active value; null if none yet, cleared or expired'),
+  version: z.number().int().nullable().describe('latest version (1, 2, ...); null if never set'),
+  expires_at: z.string().nullable(),
+});
+
+const lookupContactView = z.object({
+  id: z.number().int(),
+  fullName: z.string().nullable(),
+  phone: z.string().describe('E.164'),
+  email: z.string().nullable(),
+  contactListId: z.number().int(),
+  contactListName: z.string(),
+  source: z.enum(LOOKUP_SOURCES as [string, ...string[]]).nullable(),
+  createdAt: z.string(),
+});
+
+const lookupResponse = z.object({
+  found: z.boolean().describe("a contact with this number exists in any list of the key's company"),
+  contact: lookupContactView.nullable(),
+  hasReplied: z.boolean(),
+  lastReplyAt: z.string().nullable(),
+  sessionWindowActive: z.boolean(),
+  sessionExpiresAt: z.string().nullable(),
+});
+
+const getContactView = z.object({
+  id: z.number().int(),
+  full_name: z.string().nullable(),
+  email: z.string().nullable(),
+  phone: z.string(),
+  source: z.enum(CONTACT_SOURCES).nullable(),
+  source_detail: z.string().nullable(),
+  profile_picture: z.string().nullable(),
+  custom_fields: z.array(customField),
+});
+
+const getResponse = z.object({ found: z.boolean(), contact: getContactView.nullable() });
+
+const upsertContactView = z.object({
+  id: z.number().int(),
+  fullName: z.string().nullable(),
+  email: z.string().nullable(),
+  phone: z.string().describe('E.164'),
+  source: z.enum(CONTACT_SOURCES).nullable(),
+  sourceDetail: z.string().nullable(),
+  contactListId: z.number().int(),
+  profilePicture: z.string().nullable(),
+  customFields: z.array(customField),
+});
+
+const upsertResponse = z.object({
+  created: z.boolean(),
+  contact: upsertContactView,
+  versionedCustomFields: z.array(z.object({ customFieldId: z.number().int(), key: z.string(), version: z.number().int() })),
+});
+
+const customFieldItem = z
+  .object({
+    custom_field_id: z.number().int().optional().describe('exactly one of custom_field_id and key'),
+    key: z.string().optional(),
+    value: z.array(z.union([z.string(), z.number()])).describe('one element; several only for multiselector; [] = no value'),
+    expires_at: z.string().nullable().optional().describe('ISO 8601 with a zone; null removes the expiry; omitted keeps it'),
+  })
+  .describe('keys are snake_case only (customFieldId is rejected)');
+
+/** Documentation of the body; the body is parsed by parseUpsertBody (both casings, every problem named). */
+const upsertBodyDoc = z
+  .object({
+    phone: z.string().describe('normalized to E.164; not editable'),
+    contact_list_id: z.number().int().optional().describe('create only; default: the default list. Also contactListId'),
+    full_name: z.string().nullable().optional().describe('also fullName'),
+    email: z.string().nullable().optional().describe('"" clears it'),
+    source: z.enum(CONTACT_SOURCES).optional().describe('default api'),
+    source_detail: z.string().nullable().optional().describe('also sourceDetail'),
+    profile_picture: z.string().nullable().optional().describe('http(s) URL; also profilePicture'),
+    custom_fields: z.array(customFieldItem).optional().describe('also customFields'),
+  })
+  .loose();
+
+const phoneQuery = z.object({
+  phone: z.string().optional().describe('E.164 with or without +, Argentine 9/15 variants, spaces and dashes'),
+});
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+const lookupSource = (s: ContactSource | null): ContactSource | null => (s === 'directory_contacts' ? 'other' : s);
+
+function requirePhone(raw: string | undefined): string {
+  if (raw === undefined || raw.trim() === '') throw badRequest('phone is required');
+  return raw;
+}
+
+export function upsertView(result: UpsertResult, now: Date) {
+  const c = result.contact;
+  return {
+    created: result.created,
+    contact: {
+      id: c.contactId,
+      fullName: c.profile.fullName,
+      email: c.profile.email,
+      phone: c.phone,
+      source: c.profile.source,
+      sourceDetail: c.profile.sourceDetail,
+      contactListId: c.contactListId,
+      profilePicture: c.profile.profilePicture,
+      customFields: customFieldViews(result.list.fields, c.fields, now) as CustomFieldView[],
+    },
+    versionedCustomFields: result.versionedCustomFields,
+  };
+}
+
+export function registerContactRoutes(fastify: FastifyInstance, services: Services): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  const config = { errorShape: 'plain' as const };
+  // Authentication on onRequest, before validation: an unauthenticated caller gets 401, never a 400.
+  const companyKey = async (request: FastifyRequest) => {
+    await app.authenticate(request, 'company');
+  };
+  const strictCompanyKey = async (request: FastifyRequest) => {
+    await app.authenticate(request, 'company-strict');
+  };
+  const companyOf = (request: FastifyRequest) => requireCompany(request.apiKey!).companyId;
+
+  app.get('/api/v1/contact-lookup/', {
+    config,
+    onRequest: companyKey,
+    schema: {
+      tags: ['contacts'],
+      summary: "Look up a contact of the key's company by phone, with reply and session-window information",
+      querystring: phoneQuery,
+      response: { 200: lookupResponse, 400: errorBody, 401: errorBody, 403: errorBody },
+    },
+  }, async (request) => {
+    const raw = requirePhone(request.query.phone);
+    const e164 = normalizePhone(raw);
+    const notFound = { found: false, contact: null, hasReplied: false, lastReplyAt: null, sessionWindowActive: false, sessionExpiresAt: null };
+    if (!e164) return notFound;
+    const { contact, lastReplyAt } = await lookupContact(services.pool, companyOf(request), e164);
+    if (!contact) return notFound;
+    const expires = lastReplyAt ? new Date(lastReplyAt.getTime() + SESSION_WINDOW_MS) : null;
+    return {
+      found: true,
+      contact: {
+        id: contact.id,
+        fullName: contact.fullName,
+        phone: contact.phone,
+        email: contact.email,
+        contactListId: contact.contactListId,
+        contactListName: contact.contactListName,
+        source: lookupSource(contact.source),
+        createdAt: contact.createdAt.toISOString(),
+      },
+      hasReplied: lastReplyAt !== null,
+      lastReplyAt: iso(lastReplyAt),
+      sessionWindowActive: expires !== null && expires.getTime() > services.now().getTime(),
+      sessionExpiresAt: iso(expires),
+    };
+  });
+
+  app.get('/api/v1/external/contacts/', {
+    config,
+    onRequest: strictCompanyKey,
+    schema: {
+      tags: ['contacts'],
+      summary: "Get a (non-test) contact of the key's company by phone, with every custom field of its list",
+      querystring: phoneQuery,
+      response: { 200: getResponse, 400: errorBody, 401: errorBody, 409: errorBody },
+    },
+  }, async (request) => {
+    const raw = requirePhone(request.query.phone);
+    const e164 = normalizePhone(raw);
+    if (!e164) return { found: false, contact: null };
+    const rows = await findExternalContacts(services.pool, companyOf(request), e164, 2);
+    if (rows.length > 1) throw conflict(`more than one contact of this company has the number ${e164}`);
+    const c = rows[0];
+    if (!c) return { found: false, contact: null };
+    return {
+      found: true,
+      contact: {
+        id: c.id,
+        full_name: c.fullName,
+        email: c.email,
+        phone: c.phone,
+        source: c.source,
+        source_detail: c.sourceDetail,
+        profile_picture: c.profilePicture,
+        custom_fields: customFieldViews(c.fields, c.values, services.now()),
+      },
+    };
+  });
+
+  app.post('/api/v1/external/contacts/upsert/', {
+    config,
+    onRequest: strictCompanyKey,
+    schema: {
+      tags: ['contacts'],
+      summary: "Create (201) or update (200) a contact of the key's company, identified by phone, with versioned custom fields",
+      body: upsertBodyDoc.describe('top-level keys in snake_case or camelCase'),
+      response: { 200: upsertResponse, 201: upsertResponse, 400: errorBody, 401: errorBody, 409: errorBody },
+    },
+    // the body is validated by parseUpsertBody (both casings, protected fields, every problem named at once)
+    validatorCompiler: () => (data: unknown) => ({ value: data }),
+  }, async (request, reply) => {
+    const key = requireCompany(request.apiKey!);
+    const input = parseUpsertBody(request.body);
+    let result: UpsertResult;
+    try {
+      result = await upsertContact(services, key.companyId, input, { actor: key.keyId, companyId: key.companyId });
+    } catch (err) {
+      if (err instanceof AmbiguousPhoneError) throw conflict(err.message);
+      throw err;
+    }
+    return reply.status(result.created ? 201 : 200).send(upsertView(result, services.now()));
+  });
+}

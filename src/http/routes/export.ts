@@ -1,0 +1,178 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Services } from '../../services';
+import { ExportCursorCodec, type CursorState, type ExportFilters } from '../../projections/conversations/export-cursor';
+import { CHANNEL_GROUPS, type ExportInclude, openMessageExport } from '../../projections/conversations/export';
+import { ApiError } from '../errors';
+
+// GET /api/v1/qualitative-export/messages (spec: "Exported message record", export errors; docs/export.md).
+
+export const EXPORT_PATH = '/api/v1/qualitative-export/messages';
+export const MAX_RANGE_MS = 31 * 24 * 60 * 60 * 1000;
+export const DEFAULT_LIMIT = 5000;
+export const MAX_LIMIT = 10_000;
+export const MAX_COMPANIES = 100;
+export const MAX_AGENTS = 1000;
+const INCLUDE_VALUES = ['classifications', 'extractions', 'tool_calls', 'trace_id'] as const;
+
+const querystring = z.object({
+  company_id: z.string().optional().describe('one company id, or a comma-separated list (global keys)'),
+  from: z.string().optional().describe('ISO 8601, inclusive'),
+  to: z.string().optional().describe('ISO 8601, exclusive; after `from`, at most 31 days later'),
+  channel: z.string().optional().describe('msgapp, photoapp, socialmsg or all (default)'),
+  agent_id: z.string().optional().describe('AI agent id, or a comma-separated list: only messages those agents wrote'),
+  direction: z.string().optional().describe('incoming, outgoing or all (default)'),
+  include: z.string().optional().describe('CSV of classifications, extractions, tool_calls, trace_id (default: classifications)'),
+  cursor: z.string().optional().describe('`next_cursor` of the previous page'),
+  limit: z.string().optional().describe('rows per page, 1-10000 (default 5000)'),
+});
+type Query = z.infer<typeof querystring>;
+
+const invalid = (message: string) => new ApiError(400, message, 'INVALID_PARAMETER');
+
+export interface ParsedExportQuery {
+  filters: ExportFilters;
+  include: ExportInclude;
+  limit: number;
+  cursor: string | undefined;
+}
+
+function idList(name: string, raw: string, max: number): number[] {
+  const parts = raw.split(',').map((p) => p.trim());
+  if (parts.some((p) => !/^\d{1,10}$/.test(p))) throw invalid(`${name} must be an integer or a comma-separated list of integers`);
+  const ids = [...new Set(parts.map(Number))].sort((a, b) => a - b);
+  if (ids.some((id) => id < 1 || id > 2_147_483_647)) throw invalid(`${name} values must be integers from 1 to 2147483647`);
+  if (ids.length > max) throw invalid(`${name} lists at most ${max} values`);
+  return ids;
+}
+
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?\s*(Z|z|[+\- ]\d{2}(?::?\d{2})?)?)?$/;
+
+/**
+ * ISO 8601 instant: `YYYY-MM-DD` (midnight UTC) or `YYYY-MM-DDTHH:MM[:SS[.fff]]` with `Z`, `±HH[:MM]` or no
+ * zone (UTC). A `+` that the query string decoded into a space is accepted. Millisecond precision.
+ */
+export function parseInstant(raw: string): Date | undefined {
+  const m = ISO.exec(raw.trim());
+  if (!m) return undefined;
+  const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone = 'Z'] = m;
+  const year = Number(y), month = Number(mo), day = Number(d), hour = Number(h), minute = Number(mi), second = Number(s);
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
+  let offsetMin = 0;
+  if (zone !== 'Z' && zone !== 'z') {
+    const sign = zone[0] === '-' ? -1 : 1;
+    const digits = zone.slice(1).replace(':', '');
+    const oh = Number(digits.slice(0, 2)), om = Number(digits.slice(2) || '0');
+    if (oh > 23 || om > 59) return undefined;
+    offsetMin = sign * (oh * 60 + om);
+  }
+  const ms = Number((frac + '000').slice(0, 3));
+  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
+}
+
+function single(name: string, value: string | undefined): string | undefined {
+  return value === undefined ? undefined : value.trim();
+}
+
+/** Every query rule of the spec; each violation is a 400 INVALID_PARAMETER that names the parameter. */
+export function parseExportQuery(q: Query): ParsedExportQuery {
+  const companyRaw = single('company_id', q.company_id);
+  if (!companyRaw) throw invalid('company_id is required');
+  const companyIds = idList('company_id', companyRaw, MAX_COMPANIES);
+
+  const fromRaw = single('from', q.from);
+  if (!fromRaw) throw invalid('from is required (ISO 8601)');
+  const from = parseInstant(fromRaw);
+  if (!from) throw invalid('from must be an ISO 8601 date or date-time');
+  const toRaw = single('to', q.to);
+  if (!toRaw) throw invalid('to is required (ISO 8601)');
+  const to = parseInstant(toRaw);
+  if (!to) throw invalid('to must be an ISO 8601 date or date-time');
+  if (from.getTime() >= to.getTime()) throw invalid('from must be earlier than to');
+  if (to.getTime() - from.getTime() > MAX_RANGE_MS) throw invalid('from..to spans more than 31 days: to must be at most 31 days after from');
+
+  let limit = DEFAULT_LIMIT;
+  const limitRaw = single('limit', q.limit);
+  if (limitRaw !== undefined) {
+    if (!/^\d{1,6}$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > MAX_LIMIT) {
+      throw invalid(`limit must be an integer from 1 to ${MAX_LIMIT}`);
+    }
+    limit = Number(limitRaw);
+  }
+
+  const channelRaw = single('channel', q.channel) || 'all';
+  if (channelRaw !== 'all' && !(channelRaw in CHANNEL_GROUPS)) throw invalid('channel must be one of msgapp, photoapp, socialmsg, all');
+  const channels = channelRaw === 'all' ? null : CHANNEL_GROUPS[channelRaw as keyof typeof CHANNEL_GROUPS];
+
+  const directionRaw = single('direction', q.direction) || 'all';
+  if (!['incoming', 'outgoing', 'all'].includes(directionRaw)) throw invalid('direction must be one of incoming, outgoing, all');
+  const direction = directionRaw === 'incoming' ? 'inbound' : directionRaw === 'outgoing' ? 'outbound' : null;
+
+  const agentRaw = single('agent_id', q.agent_id);
+  const agentIds = agentRaw ? idList('agent_id', agentRaw, MAX_AGENTS) : null;
+
+  const include: ExportInclude = { classifications: true, extractions: false, toolCalls: false, traceId: false };
+  if (q.include !== undefined) {
+    include.classifications = false;
+    for (const item of q.include.split(',').map((s) => s.trim()).filter(Boolean)) {
+      switch (item) {
+        case 'classifications': include.classifications = true; break;
+        case 'extractions': include.extractions = true; break;
+        case 'tool_calls': include.toolCalls = true; break;
+        case 'trace_id': include.traceId = true; break;
+        default:
+          throw invalid(`include has an unknown value ${JSON.stringify(item.slice(0, 50))}: use a CSV of ${INCLUDE_VALUES.join(', ')}`);
+      }
+    }
+  }
+
+  const cursor = single('cursor', q.cursor) || undefined;
+  return { filters: { companyIds, from, to, channels, direction, agentIds }, include, limit, cursor };
+}
+
+export function registerExportRoutes(app: FastifyInstance, services: Services): void {
+  const cursors = new ExportCursorCodec(services.secrets.anonymizationSecret);
+  app.withTypeProvider<ZodTypeProvider>().get(
+    EXPORT_PATH,
+    {
+      schema: {
+        summary: 'Export chat messages as anonymized NDJSON (application/x-ndjson)',
+        description:
+          'One exported message record per line, in (occurred_at, company) order; when more rows exist the last line is ' +
+          '{"_truncated":true,"next_cursor":"…"}: repeat the request with cursor=<next_cursor>. A failure after streaming ' +
+          'began ends the stream with {"_error":{"code":"…","message":"…"}}.',
+        tags: ['export'],
+        querystring,
+      },
+      config: { errorShape: 'export' },
+      // authentication first: a request without a key is 401 whatever its parameters
+      onRequest: async (request) => {
+        await app.authenticate(request, 'any');
+      },
+    },
+    async (request, reply) => {
+      const key = request.apiKey!;
+      const q = parseExportQuery(request.query);
+      if (key.scope !== 'global') {
+        const denied = q.filters.companyIds.find((id) => id !== key.companyId);
+        if (denied !== undefined) throw new ApiError(403, `this API key has no access to company ${denied}`, 'COMPANY_ACCESS_DENIED');
+      }
+      let cursor: CursorState | undefined;
+      if (q.cursor !== undefined) {
+        cursor = cursors.decode(q.cursor, q.filters);
+        if (!cursor) {
+          throw invalid('cursor is invalid: it was altered, or it belongs to a query with other company_id, from, to, channel, direction or agent_id');
+        }
+      }
+      const stream = await openMessageExport(
+        { pool: services.pool, anonymizationSecret: services.secrets.anonymizationSecret, cursors, now: services.now, logger: request.log },
+        { filters: q.filters, include: q.include, limit: q.limit, cursor },
+      );
+      reply.header('content-type', 'application/x-ndjson');
+      reply.header('cache-control', 'no-store');
+      return reply.send(stream);
+    },
+  );
+}

@@ -1,0 +1,183 @@
+// Single template sends: POST /api/v1/platform-templates/send/ and
+// GET /api/v1/platform-templates/messages/{message_id}/ (spec: "Single sent message (status record)").
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { SendRefusedError, sendTemplate } from '../../commands/send/handler';
+import { findSendByProviderMessageId, type SendRecord } from '../../projections/sends/queries';
+import type { Services } from '../../services';
+import { findContactForRecipient } from '../../projections/sends/contacts';
+import { requireCompany } from '../auth';
+import { ApiError, fieldErrors, forbidden, notFound } from '../errors';
+
+const REQUIRED = 'This field is required.';
+const BLANK = 'This field may not be blank.';
+
+/** A required string field with the spec's field-validation messages. */
+const requiredString = () =>
+  z
+    .string({ error: (issue) => (issue.input === undefined || issue.input === null ? REQUIRED : 'Not a valid string.') })
+    .trim()
+    .min(1, BLANK);
+
+const objectField = (name: string) =>
+  z
+    .record(z.string(), z.unknown(), { error: `${name} must be a JSON object.` })
+    .nullish()
+    .transform((v) => v ?? {});
+
+export const sendBodySchema = z.object({
+  phone_number_id: requiredString(),
+  template_name: requiredString(),
+  language: z
+    .string({ error: 'Not a valid string.' })
+    .trim()
+    .min(1, BLANK)
+    .max(20, 'Ensure this field has no more than 20 characters.')
+    .nullish()
+    .transform((v) => v ?? 'es'),
+  recipient_phone: requiredString().pipe(
+    z.string().regex(/^\+\d{6,15}$/, 'Enter the phone number in international format: a leading + and digits only, no spaces.'),
+  ),
+  variables: objectField('variables'),
+  button_variables: objectField('button_variables'),
+});
+
+const sendResponseSchema = z.object({
+  success: z.boolean(),
+  message_id: z.string(),
+  template_name: z.string(),
+  recipient_phone: z.string(),
+  status: z.literal('sent'),
+  sent_at: z.string(),
+});
+
+const iso = z.string().nullable();
+const messageResponseSchema = z.object({
+  id: z.number().int(),
+  template: z.object({ id: z.number().int(), name: z.string(), language: z.string(), category: z.string() }),
+  recipient: z.object({ phone: z.string(), contact_name: z.string().nullable(), contact_id: z.number().int().nullable() }),
+  variables_used: z.record(z.string(), z.unknown()),
+  delivery_status: z.object({
+    current: z.string(),
+    sent_at: iso,
+    delivered_at: iso,
+    read_at: iso,
+    failed_at: iso,
+    error_code: z.string().nullable(),
+    error_message: z.string().nullable(),
+  }),
+  meta_message_id: z.string().nullable(),
+  was_successful: z.boolean(),
+  error_message: z.string().nullable(),
+  sent_at: z.string(),
+});
+
+const errorSchema = z.object({ error: z.string() });
+
+const isoOrNull = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+export function toStatusRecord(send: SendRecord, contact: { id: number; fullName: string | null } | null): z.infer<typeof messageResponseSchema> {
+  return {
+    id: send.id,
+    template: { id: send.templateId, name: send.templateName, language: send.language, category: send.category },
+    recipient: { phone: send.recipientPhone, contact_name: contact?.fullName ?? null, contact_id: contact?.id ?? null },
+    variables_used: send.variables,
+    delivery_status: {
+      current: send.status,
+      sent_at: isoOrNull(send.sentAt),
+      delivered_at: isoOrNull(send.deliveredAt),
+      read_at: isoOrNull(send.readAt),
+      failed_at: isoOrNull(send.failedAt),
+      error_code: send.statusErrorCode,
+      error_message: send.statusErrorMessage,
+    },
+    meta_message_id: send.providerMessageId,
+    was_successful: send.wasSuccessful === true,
+    error_message: send.errorMessage,
+    sent_at: (send.sentAt ?? send.requestedAt).toISOString(),
+  };
+}
+
+function toApiError(err: SendRefusedError): ApiError {
+  switch (err.code) {
+    case 'NUMBER_NOT_FOUND':
+    case 'TEMPLATE_NOT_FOUND':
+      return notFound(err.message);
+    case 'TEMPLATE_NOT_APPROVED':
+      return new ApiError(400, err.message);
+    case 'INVALID_FIELDS':
+      return fieldErrors(err.fields ?? { variables: [err.message] });
+    case 'QUOTA_EXCEEDED':
+      return new ApiError(429, err.message);
+    case 'PROVIDER_REFUSED':
+      return new ApiError(422, err.message, 'PROVIDER_REFUSED');
+    case 'PROVIDER_UNAVAILABLE':
+      return new ApiError(502, err.message, 'PROVIDER_UNAVAILABLE');
+  }
+}
+
+export function registerSendRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+
+  r.post('/api/v1/platform-templates/send/', {
+    config: { errorShape: 'fields' },
+    schema: {
+      tags: ['platform-templates'],
+      summary: 'Send one approved template message synchronously',
+      body: sendBodySchema,
+      response: { 200: sendResponseSchema, 400: z.unknown(), 404: errorSchema, 422: errorSchema, 429: errorSchema, 502: errorSchema },
+    },
+    preHandler: async (request) => {
+      await app.authenticate(request, 'company');
+    },
+  }, async (request) => {
+    const key = requireCompany(request.apiKey!);
+    const body = request.body;
+    try {
+      const sent = await sendTemplate(services, {
+        companyId: key.companyId,
+        actor: key.keyId,
+        correlationId: request.id,
+        phoneNumberId: body.phone_number_id,
+        templateName: body.template_name,
+        language: body.language,
+        recipientPhone: body.recipient_phone,
+        variables: body.variables,
+        buttonVariables: body.button_variables,
+      });
+      return {
+        success: true,
+        message_id: sent.providerMessageId,
+        template_name: body.template_name,
+        recipient_phone: body.recipient_phone,
+        status: 'sent' as const,
+        sent_at: sent.sentAt,
+      };
+    } catch (err) {
+      if (err instanceof SendRefusedError) throw toApiError(err);
+      throw err;
+    }
+  });
+
+  r.get('/api/v1/platform-templates/messages/:message_id/', {
+    config: { errorShape: 'plain' },
+    schema: {
+      tags: ['platform-templates'],
+      summary: 'Status record of a single sent message, by the provider message id',
+      params: z.object({ message_id: z.string().min(1).max(512) }),
+      response: { 200: messageResponseSchema, 403: errorSchema, 404: errorSchema },
+    },
+    preHandler: async (request) => {
+      await app.authenticate(request, 'company');
+    },
+  }, async (request) => {
+    const key = requireCompany(request.apiKey!);
+    // a NUL byte cannot be stored in Postgres text (the query would fail with 500): no such message exists
+    const send = request.params.message_id.includes('\u0000') ? undefined : await findSendByProviderMessageId(services.pool, request.params.message_id);
+    if (!send) throw notFound('Message not found.');
+    if (send.companyId !== key.companyId) throw forbidden('You do not have access to this message.');
+    const contact = await findContactForRecipient(services.pool, send.companyId, send.recipientE164);
+    return toStatusRecord(send, contact);
+  });
+}

@@ -1,0 +1,228 @@
+import type { PoolClient } from 'pg';
+import type { Projection } from '../projection';
+import type { PhoneNumberEvent } from '../../commands/provisioning/phone-number/decider';
+import type { CompanyEvent } from '../../commands/provisioning/company/decider';
+import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../change-signals';
+import type { SendEvent } from '../../events/sends';
+
+type SendAcceptedData = Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data'];
+
+// Read model `accounts`: messaging phone numbers, their templates (variables and buttons as given) and the
+// quota window (unique recipients per number with the time of the last send to each, for the rolling 24 h
+// count). Fed by the `phonenumber-{id}` streams, the company name from `company-{id}`, and, for the quota
+// window, by the send events.
+//  - `docs`: per company, the business-accounts document without quota (numbers with their APPROVED templates),
+//    rebuilt here on every number/template change, so the endpoint reads one row.
+//  - `quota_recipients` + `quota_minutes`: the last send time per (number, recipient), and how many recipients
+//    have their last send in each minute; the rolling 24 h count sums whole minutes inside the window and counts
+//    the rows of the one minute the window starts in (exact, and cheap for TIER_100000 numbers).
+// Every change of a company's document, name or quota is signalled to the endpoint's read cache (change-signals.ts).
+
+const SCHEMA = 'rm_accounts';
+
+export const accountsProjection: Projection = {
+  name: 'accounts',
+  version: 2,
+  schema: SCHEMA,
+  handles: [
+    'CompanyRegistered', 'CompanyProfileChanged',
+    'PhoneNumberRegistered', 'PhoneNumberDetailsChanged', 'MessagingTierChanged', 'QualityRatingChanged',
+    'TemplateRegistered', 'TemplateChanged', 'TemplateStatusChanged',
+    // Send events that use quota are added here by the sends feature (they call recordQuotaUse in apply).
+    'TemplateSendAccepted',
+    'BulkRecipientsDispatched', // [bulk sends, issue 5] bulk recipients accepted by the provider use quota too
+  ],
+  ddl: `
+    CREATE TABLE IF NOT EXISTS numbers (
+      number_id            integer PRIMARY KEY,
+      company_id           integer NOT NULL,
+      phone_number_id      text NOT NULL,
+      display_phone_number text NOT NULL,
+      verified_name        text NOT NULL,
+      business_name        text NOT NULL,
+      is_primary           boolean NOT NULL,
+      tier                 text NOT NULL,
+      quality_rating       text NOT NULL,
+      created_at           timestamptz NOT NULL,
+      updated_at           timestamptz NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS numbers_company ON numbers (company_id, number_id);
+    CREATE INDEX IF NOT EXISTS numbers_provider_id ON numbers (phone_number_id);
+    CREATE TABLE IF NOT EXISTS templates (
+      template_id integer PRIMARY KEY,
+      number_id   integer NOT NULL,
+      company_id  integer NOT NULL,
+      name        text NOT NULL,
+      language    text NOT NULL,
+      category    text NOT NULL,
+      status      text NOT NULL,
+      variables   jsonb NOT NULL,
+      buttons     jsonb NOT NULL,
+      created_at  timestamptz NOT NULL,
+      updated_at  timestamptz NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS templates_number ON templates (number_id, name, language);
+    CREATE TABLE IF NOT EXISTS quota_recipients (
+      number_id    integer NOT NULL,
+      recipient    text NOT NULL,
+      last_sent_at timestamptz NOT NULL,
+      PRIMARY KEY (number_id, recipient)
+    );
+    CREATE INDEX IF NOT EXISTS quota_recipients_window ON quota_recipients (number_id, last_sent_at);
+    CREATE TABLE IF NOT EXISTS quota_minutes (
+      number_id  integer NOT NULL,
+      minute     timestamptz NOT NULL,
+      recipients integer NOT NULL,
+      PRIMARY KEY (number_id, minute)
+    );
+    CREATE TABLE IF NOT EXISTS companies (
+      company_id integer PRIMARY KEY,
+      name       text NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS docs (
+      company_id integer PRIMARY KEY,
+      numbers    jsonb NOT NULL,
+      number_ids integer[] NOT NULL
+    );`,
+
+  async apply(tx, event) {
+    if (event.type === 'TemplateSendAccepted') {
+      // a single send accepted by the provider uses quota (unique recipient per number in 24 h)
+      const d = event.data as SendAcceptedData;
+      await recordQuotaUse(tx, { numberId: d.numberId, recipient: d.recipientE164, at: d.acceptedAt });
+      return;
+    }
+    if (event.type === 'BulkRecipientsDispatched') {
+      // [bulk sends, issue 5] same rule as a single send: one unique recipient per number in the rolling 24 h
+      const d = event.data as { numberId: number; recipients: Array<{ recipientE164: string; at: string }> };
+      for (const r of d.recipients) await recordQuotaUse(tx, { numberId: d.numberId, recipient: r.recipientE164, at: r.at });
+      return;
+    }
+    if (event.type === 'CompanyRegistered' || event.type === 'CompanyProfileChanged') {
+      const d = (event.data as Extract<CompanyEvent, { type: 'CompanyRegistered' }>['data']);
+      markChanging(ACCOUNTS_CHANGED_CHANNEL, d.companyId);
+      await tx.query(
+        `INSERT INTO companies (company_id, name) VALUES ($1, $2) ON CONFLICT (company_id) DO UPDATE SET name = $2
+         RETURNING pg_notify('${ACCOUNTS_CHANGED_CHANNEL}', company_id::text)`,
+        [d.companyId, d.name],
+      );
+      return;
+    }
+    const e = { type: event.type, data: event.data } as PhoneNumberEvent;
+    if (!NUMBER_EVENTS.has(e.type)) return;
+    const at = event.metadata.at;
+    markChanging(ACCOUNTS_CHANGED_CHANNEL, e.data.companyId);
+    switch (e.type) {
+      case 'PhoneNumberRegistered':
+      case 'PhoneNumberDetailsChanged': {
+        const d = e.data;
+        await tx.query(
+          `INSERT INTO numbers (number_id, company_id, phone_number_id, display_phone_number, verified_name, business_name,
+                                is_primary, tier, quality_rating, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+           ON CONFLICT (number_id) DO UPDATE SET company_id = $2, phone_number_id = $3, display_phone_number = $4,
+             verified_name = $5, business_name = $6, is_primary = $7, tier = $8, quality_rating = $9, updated_at = $10`,
+          [d.numberId, d.companyId, d.phoneNumberId, d.displayPhoneNumber, d.verifiedName, d.businessName, d.isPrimary,
+            d.messagingLimitTier, d.qualityRating, at],
+        );
+        break;
+      }
+      case 'MessagingTierChanged':
+        await tx.query('UPDATE numbers SET tier = $2, updated_at = $3 WHERE number_id = $1', [e.data.numberId, e.data.tier, at]);
+        break;
+      case 'QualityRatingChanged':
+        await tx.query('UPDATE numbers SET quality_rating = $2, updated_at = $3 WHERE number_id = $1', [e.data.numberId, e.data.rating, at]);
+        break;
+      case 'TemplateRegistered':
+      case 'TemplateChanged': {
+        const d = e.data;
+        await tx.query(
+          `INSERT INTO templates (template_id, number_id, company_id, name, language, category, status, variables, buttons, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+           ON CONFLICT (template_id) DO UPDATE SET number_id = $2, company_id = $3, name = $4, language = $5, category = $6,
+             status = $7, variables = $8, buttons = $9, updated_at = $10`,
+          [d.templateId, d.numberId, d.companyId, d.name, d.language, d.category, d.status, JSON.stringify(d.variables),
+            JSON.stringify(d.buttons), at],
+        );
+        break;
+      }
+      case 'TemplateStatusChanged':
+        await tx.query('UPDATE templates SET status = $2, updated_at = $3 WHERE template_id = $1', [e.data.templateId, e.data.status, at]);
+        break;
+      default:
+        return;
+    }
+    await refreshDoc(tx, e.data.companyId);
+  },
+};
+
+const NUMBER_EVENTS: ReadonlySet<string> = new Set([
+  'PhoneNumberRegistered', 'PhoneNumberDetailsChanged', 'MessagingTierChanged', 'QualityRatingChanged',
+  'TemplateRegistered', 'TemplateChanged', 'TemplateStatusChanged',
+]);
+
+/** Rebuilds a company's business-accounts document (numbers primary first, then by id; APPROVED templates by name, language). */
+async function refreshDoc(tx: PoolClient, companyId: number): Promise<void> {
+  await tx.query(
+    `INSERT INTO docs (company_id, numbers, number_ids)
+     SELECT $1,
+            COALESCE(jsonb_agg(jsonb_build_object(
+              'id', n.number_id, 'phoneNumberId', n.phone_number_id, 'displayPhoneNumber', n.display_phone_number,
+              'verifiedName', n.verified_name, 'businessName', n.business_name, 'isPrimary', n.is_primary,
+              'messagingLimitTier', n.tier,
+              'templates', COALESCE((
+                SELECT jsonb_agg(jsonb_build_object('name', t.name, 'language', t.language, 'category', t.category,
+                                                    'variables', t.variables, 'buttons', t.buttons)
+                                 ORDER BY t.name, t.language, t.template_id)
+                  FROM templates t WHERE t.number_id = n.number_id AND t.status = 'APPROVED'), '[]'::jsonb))
+              ORDER BY n.is_primary DESC, n.number_id), '[]'::jsonb),
+            COALESCE(array_agg(n.number_id ORDER BY n.is_primary DESC, n.number_id), '{}')
+       FROM numbers n WHERE n.company_id = $1
+     ON CONFLICT (company_id) DO UPDATE SET numbers = EXCLUDED.numbers, number_ids = EXCLUDED.number_ids
+     RETURNING pg_notify('${ACCOUNTS_CHANGED_CHANNEL}', company_id::text)`,
+    [companyId],
+  );
+}
+
+/** Minute buckets and recipient rows older than this (before the event's time) are pruned. */
+const PRUNE_AFTER = '25 hours';
+
+/**
+ * Records that `numberId` sent to `recipient` at `at` (a send that counts against the number's daily quota of
+ * unique recipients). For the sends feature: call it from this projection's `apply` for its send events (the
+ * runner has set `search_path` to the schema being written). Idempotent: keeps the latest time per recipient
+ * (an older or repeated use changes nothing) and moves the recipient to the minute bucket of its latest send.
+ */
+export async function recordQuotaUse(tx: PoolClient, use: { numberId: number; recipient: string; at: string | Date }): Promise<void> {
+  const at = new Date(use.at);
+  const prev = await tx.query<{ last_sent_at: Date }>(
+    'SELECT last_sent_at FROM quota_recipients WHERE number_id = $1 AND recipient = $2',
+    [use.numberId, use.recipient],
+  );
+  const before = prev.rows[0]?.last_sent_at;
+  if (before && before.getTime() >= at.getTime()) return;
+  if (before) {
+    await tx.query('UPDATE quota_recipients SET last_sent_at = $3 WHERE number_id = $1 AND recipient = $2', [use.numberId, use.recipient, at]);
+    await tx.query(
+      `UPDATE quota_minutes SET recipients = recipients - 1 WHERE number_id = $1 AND minute = date_trunc('minute', $2::timestamptz)`,
+      [use.numberId, before],
+    );
+  } else {
+    await tx.query('INSERT INTO quota_recipients (number_id, recipient, last_sent_at) VALUES ($1, $2, $3)', [use.numberId, use.recipient, at]);
+  }
+  // (the company of the number is told to the business-accounts cache in the same statement)
+  const bucket = await tx.query<{ fresh: boolean; company_id: number | null }>(
+    `WITH owner AS (SELECT company_id FROM numbers WHERE number_id = $1)
+     INSERT INTO quota_minutes (number_id, minute, recipients) VALUES ($1, date_trunc('minute', $2::timestamptz), 1)
+     ON CONFLICT (number_id, minute) DO UPDATE SET recipients = quota_minutes.recipients + 1
+     RETURNING (xmax = 0) AS fresh, (SELECT company_id FROM owner) AS company_id,
+               pg_notify('${ACCOUNTS_CHANGED_CHANNEL}', COALESCE((SELECT company_id FROM owner)::text, '*'))`,
+    [use.numberId, at],
+  );
+  markChanging(ACCOUNTS_CHANGED_CHANNEL, bucket.rows[0].company_id ?? '*');
+  if (bucket.rows[0].fresh) {
+    // a new minute for this number: drop what no window can reach any more (relative to the event's time)
+    await tx.query(`DELETE FROM quota_minutes WHERE number_id = $1 AND minute < $2::timestamptz - interval '${PRUNE_AFTER}'`, [use.numberId, at]);
+    await tx.query(`DELETE FROM quota_recipients WHERE number_id = $1 AND last_sent_at < $2::timestamptz - interval '${PRUNE_AFTER}'`, [use.numberId, at]);
+  }
+}

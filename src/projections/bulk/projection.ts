@@ -1,0 +1,209 @@
+import type { Projection } from '../projection';
+import type { BulkEvent } from '../../events/bulk';
+
+export const BULK_SCHEMA = 'rm_bulk';
+
+/**
+ * Read model `bulk`: bulk sends with their counters, and one row per deduplicated recipient (the bulk message
+ * items). Counters change in the same statement as the row they count (one round trip per event: a
+ * data-modifying CTE updates the row and, only when the row actually changed, the counters), so in every
+ * committed state they equal the aggregates of the rows (docs/bulk.md, "Counters"); an outcome event of a
+ * whole window is one set-based statement:
+ *   pending_count   = rows with status pending
+ *   sent_count      = rows the provider accepted (accepted_at set: sent, delivered, read, or failed later)
+ *   delivered_count = rows with delivered_at set
+ *   read_count      = rows with read_at set
+ *   failed_count    = rows with status failed (refused, interrupted, or failed after acceptance)
+ * Every update is guarded by the row's current status, so redelivered events change nothing and statuses
+ * only move forward (pending → sent → delivered → read; failed from pending, sent or delivered).
+ * `messages.id` is the spec's integer id: a serial drawn when a chunk's rows are inserted (a redelivered chunk
+ * draws none), so a rebuild assigns the same ids.
+ */
+export const bulkProjection: Projection = {
+  name: 'bulk',
+  version: 1,
+  schema: BULK_SCHEMA,
+  handles: [
+    'BulkRecipientsAdded', 'BulkSendCreated', 'BulkSendStarted', 'BulkSendPaused', 'BulkSendResumed', 'BulkSendCancelled',
+    'BulkSendFinished', 'BulkRecipientsDispatched', 'BulkRecipientsRejected', 'BulkRecipientStatusRecorded',
+  ],
+  ddl: `
+    CREATE TABLE IF NOT EXISTS bulk_sends (
+      bulk_id              uuid PRIMARY KEY,
+      task_id              text NOT NULL,
+      company_id           integer NOT NULL,
+      created_by_user_id   integer,
+      number_id            integer NOT NULL,
+      phone_number_id      text NOT NULL,
+      display_phone_number text NOT NULL,
+      verified_name        text NOT NULL,
+      tier                 text NOT NULL,
+      template_id          integer NOT NULL,
+      template_name        text NOT NULL,
+      language             text NOT NULL,
+      template_status      text NOT NULL,
+      status               text NOT NULL,
+      paused               boolean NOT NULL DEFAULT false,
+      submitted_recipients integer NOT NULL,
+      total_recipients     integer NOT NULL,
+      pending_count        integer NOT NULL,
+      sent_count           integer NOT NULL DEFAULT 0,
+      delivered_count      integer NOT NULL DEFAULT 0,
+      read_count           integer NOT NULL DEFAULT 0,
+      failed_count         integer NOT NULL DEFAULT 0,
+      created_at           timestamptz NOT NULL,
+      started_at           timestamptz,
+      paused_at            timestamptz,
+      completed_at         timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS bulk_sends_company ON bulk_sends (company_id, created_at DESC, bulk_id);
+    CREATE TABLE IF NOT EXISTS messages (
+      id                  bigserial PRIMARY KEY,
+      bulk_id             uuid NOT NULL,
+      chunk               integer NOT NULL,
+      idx                 integer NOT NULL,
+      recipient_phone     text NOT NULL,
+      variables           jsonb NOT NULL,
+      status              text NOT NULL DEFAULT 'pending',
+      provider_message_id text,
+      processed_at        timestamptz,
+      accepted_at         timestamptz,
+      delivered_at        timestamptz,
+      read_at             timestamptz,
+      failed_at           timestamptz,
+      error_code          text,
+      error_message       text,
+      UNIQUE (bulk_id, idx)
+    );
+    CREATE INDEX IF NOT EXISTS messages_status ON messages (bulk_id, status, idx);
+    CREATE INDEX IF NOT EXISTS messages_provider_id ON messages (provider_message_id) WHERE provider_message_id IS NOT NULL;`,
+
+  async apply(tx, event) {
+    const e = { type: event.type, data: event.data } as BulkEvent;
+    switch (e.type) {
+      case 'BulkRecipientsAdded': {
+        const d = e.data;
+        const first = d.recipients[0].index;
+        await tx.query(
+          `INSERT INTO messages (bulk_id, chunk, idx, recipient_phone, variables)
+           SELECT $1, $2, r.idx, r.phone, r.variables
+             FROM jsonb_to_recordset($3::jsonb) AS r(idx integer, phone text, variables jsonb)
+            WHERE NOT EXISTS (SELECT 1 FROM messages WHERE bulk_id = $1 AND idx = $4)
+            ORDER BY r.idx`,
+          [d.bulkId, d.chunk, JSON.stringify(d.recipients.map((r) => ({ idx: r.index, phone: r.phone, variables: r.variables }))), first],
+        );
+        return;
+      }
+      case 'BulkSendCreated': {
+        const d = e.data;
+        await tx.query(
+          `INSERT INTO bulk_sends (bulk_id, task_id, company_id, created_by_user_id, number_id, phone_number_id, display_phone_number,
+                                   verified_name, tier, template_id, template_name, language, template_status, status,
+                                   submitted_recipients, total_recipients, pending_count, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'QUEUED', $14, $15, $15, $16)
+           ON CONFLICT (bulk_id) DO NOTHING`,
+          [d.bulkId, d.taskId, d.companyId, d.createdByUserId, d.numberId, d.phoneNumberId, d.displayPhoneNumber, d.verifiedName, d.tier,
+            d.templateId, d.templateName, d.language, d.templateStatus, d.totalRecipients, d.uniqueRecipients, d.createdAt],
+        );
+        return;
+      }
+      case 'BulkSendStarted':
+        await tx.query(
+          `UPDATE bulk_sends SET status = 'PROCESSING', started_at = COALESCE(started_at, $2) WHERE bulk_id = $1 AND status = 'QUEUED'`,
+          [e.data.bulkId, e.data.at],
+        );
+        return;
+      case 'BulkSendPaused':
+        await tx.query(`UPDATE bulk_sends SET paused = true, paused_at = $2 WHERE bulk_id = $1 AND status = 'PROCESSING'`, [e.data.bulkId, e.data.at]);
+        return;
+      case 'BulkSendResumed':
+        await tx.query(`UPDATE bulk_sends SET paused = false, paused_at = NULL WHERE bulk_id = $1`, [e.data.bulkId]);
+        return;
+      case 'BulkSendCancelled':
+        await tx.query(
+          `UPDATE bulk_sends SET status = 'CANCELLED', paused = false, paused_at = NULL, completed_at = $2
+            WHERE bulk_id = $1 AND status IN ('QUEUED', 'PROCESSING')`,
+          [e.data.bulkId, e.data.at],
+        );
+        return;
+      case 'BulkSendFinished':
+        await tx.query(
+          `UPDATE bulk_sends SET status = $2, paused = false, paused_at = NULL, completed_at = $3,
+                                 started_at = COALESCE(started_at, $3)
+            WHERE bulk_id = $1 AND status IN ('QUEUED', 'PROCESSING')`,
+          [e.data.bulkId, e.data.status, e.data.at],
+        );
+        return;
+      case 'BulkRecipientsDispatched': {
+        // per-row values by position in parallel arrays: the rows are found by index lookups whatever the
+        // table's statistics say (a join against a record set may be planned as a hash of every pending row)
+        const d = e.data;
+        const r = d.recipients;
+        await tx.query(
+          `WITH m AS (
+             UPDATE messages m SET status = 'sent', provider_message_id = ($3::text[])[array_position($2::int[], m.idx)],
+                                   processed_at = ($4::timestamptz[])[array_position($2::int[], m.idx)],
+                                   accepted_at = ($4::timestamptz[])[array_position($2::int[], m.idx)]
+              WHERE m.bulk_id = $1 AND m.idx = ANY($2::int[]) AND m.status = 'pending' RETURNING 1),
+           n AS (SELECT count(*)::int AS n FROM m)
+           UPDATE bulk_sends SET sent_count = sent_count + n.n, pending_count = pending_count - n.n FROM n
+            WHERE bulk_id = $1 AND n.n > 0`,
+          [d.bulkId, r.map((x) => x.index), r.map((x) => x.providerMessageId), r.map((x) => x.at)],
+        );
+        return;
+      }
+      case 'BulkRecipientsRejected': {
+        const d = e.data;
+        const r = d.recipients;
+        await tx.query(
+          `WITH m AS (
+             UPDATE messages m SET status = 'failed', processed_at = ($3::timestamptz[])[array_position($2::int[], m.idx)],
+                                   failed_at = ($3::timestamptz[])[array_position($2::int[], m.idx)],
+                                   error_code = ($4::text[])[array_position($2::int[], m.idx)],
+                                   error_message = ($5::text[])[array_position($2::int[], m.idx)]
+              WHERE m.bulk_id = $1 AND m.idx = ANY($2::int[]) AND m.status = 'pending' RETURNING 1),
+           n AS (SELECT count(*)::int AS n FROM m)
+           UPDATE bulk_sends SET failed_count = failed_count + n.n, pending_count = pending_count - n.n FROM n
+            WHERE bulk_id = $1 AND n.n > 0`,
+          [d.bulkId, r.map((x) => x.index), r.map((x) => x.at), r.map((x) => x.code), r.map((x) => x.message)],
+        );
+        return;
+      }
+      case 'BulkRecipientStatusRecorded': {
+        const d = e.data;
+        if (d.status === 'delivered') {
+          await tx.query(
+            `WITH m AS (
+               UPDATE messages SET status = 'delivered', delivered_at = $3
+                WHERE bulk_id = $1 AND idx = $2 AND status = 'sent' RETURNING 1)
+             UPDATE bulk_sends SET delivered_count = delivered_count + 1 WHERE bulk_id = $1 AND EXISTS (SELECT 1 FROM m)`,
+            [d.bulkId, d.index, d.at],
+          );
+        } else if (d.status === 'read') {
+          // a read without delivered implies delivered (delivered_at = the read's time)
+          await tx.query(
+            `WITH m AS (
+               UPDATE messages SET status = 'read', read_at = $3, delivered_at = COALESCE(delivered_at, $3)
+                WHERE bulk_id = $1 AND idx = $2 AND status IN ('sent', 'delivered')
+                RETURNING (SELECT o.delivered_at IS NULL FROM messages o WHERE o.bulk_id = $1 AND o.idx = $2) AS newly_delivered)
+             UPDATE bulk_sends SET read_count = read_count + 1,
+                                   delivered_count = delivered_count + CASE WHEN (SELECT newly_delivered FROM m) THEN 1 ELSE 0 END
+              WHERE bulk_id = $1 AND EXISTS (SELECT 1 FROM m)`,
+            [d.bulkId, d.index, d.at],
+          );
+        } else {
+          await tx.query(
+            `WITH m AS (
+               UPDATE messages SET status = 'failed', failed_at = $3, error_code = $4, error_message = $5
+                WHERE bulk_id = $1 AND idx = $2 AND status IN ('sent', 'delivered') RETURNING 1)
+             UPDATE bulk_sends SET failed_count = failed_count + 1 WHERE bulk_id = $1 AND EXISTS (SELECT 1 FROM m)`,
+            [d.bulkId, d.index, d.at, d.errorCode, d.errorMessage ?? (d.errorCode ? `provider error ${d.errorCode}` : 'failed')],
+          );
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  },
+};

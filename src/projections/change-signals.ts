@@ -1,0 +1,33 @@
+// Change signals of the `business` and `accounts` read models, for the per-process read caches of the HTTP
+// endpoints (src/http/read-cache.ts). A projection that changes what a company's cached reads show
+//  1. marks the company as changing in this process (`markChanging`) before its transaction commits, so that no
+//     read of this process caches what it loads meanwhile, and
+//  2. notifies `<channel>` with the company id in the same transaction (`pg_notify` in the changing statement:
+//     no extra round trip); every process LISTENs and drops its entries when the notification arrives (after
+//     the commit). A mark simply expires: it only keeps this process from caching for a moment.
+
+export const BUSINESS_CHANGED_CHANNEL = 'rm_business_changed';
+export const ACCOUNTS_CHANGED_CHANNEL = 'rm_accounts_changed';
+
+/**
+ * How long a mark holds: longer than a projection batch transaction takes, so a load that may have read the
+ * state before the commit is never cached; the notification then drops what was cached before.
+ */
+const CHANGING_MS = 2_000;
+const changing = new Map<string, number>();
+const keyOf = (channel: string, companyId: number | string) => `${channel}|${companyId}`;
+
+export function markChanging(channel: string, companyId: number | string): void {
+  changing.set(keyOf(channel, companyId), Date.now() + CHANGING_MS);
+}
+
+export function isChanging(channel: string, companyId: number | string): boolean {
+  const key = keyOf(channel, companyId);
+  const until = changing.get(key);
+  if (until === undefined) return false;
+  if (until < Date.now()) {
+    changing.delete(key);
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,196 @@
+import type { Pool } from 'pg';
+import type { ContactSource } from '../../events/contacts';
+import type { ContactListInfo, FieldDef, FieldScalar, FieldType, FieldVersion } from '../../commands/contact/model';
+import { phoneVariants } from '../../shared/phone';
+import { CONTACTS_SCHEMA as S } from './projection';
+
+// Query functions of the contacts read model (qualified live names; named statements: they are hot paths).
+
+const FIELD_DEFS_JSON = `
+  SELECT COALESCE(json_agg(json_build_object(
+           'id', f.field_id, 'listId', f.list_id, 'key', f.key, 'name', f.name, 'fieldType', f.field_type,
+           'options', f.options, 'required', f.required, 'group', f.grp) ORDER BY f.field_id), '[]'::json)
+    FROM ${S}.fields f WHERE f.company_id = l.company_id AND f.list_id = l.list_id`;
+
+/**
+ * A contact list of the company with its custom-field definitions; `listId` null: the company's default list.
+ * Undefined when there is no such list (or no default).
+ */
+export async function loadContactList(db: Pool, companyId: number, listId: number | null): Promise<ContactListInfo | null> {
+  const r = await db.query<{ list_id: number; name: string; is_default: boolean; fields: FieldDef[] }>({
+    name: 'contacts_load_list',
+    text: `SELECT l.list_id, l.name, l.is_default, (${FIELD_DEFS_JSON}) AS fields
+             FROM ${S}.lists l
+            WHERE l.company_id = $1 AND (CASE WHEN $2::integer IS NULL THEN l.is_default ELSE l.list_id = $2::integer END)
+            ORDER BY l.list_id LIMIT 1`,
+    values: [companyId, listId],
+  });
+  const row = r.rows[0];
+  return row ? { id: row.list_id, name: row.name, isDefault: row.is_default, fields: row.fields } : null;
+}
+
+export interface LookupContactRow {
+  id: number;
+  fullName: string | null;
+  phone: string;
+  email: string | null;
+  contactListId: number;
+  contactListName: string;
+  source: ContactSource | null;
+  createdAt: Date;
+  isTest: boolean;
+}
+
+export interface LookupResult {
+  contact: LookupContactRow | null;
+  /** latest inbound message of the number (any variant) or of any company contact holding it */
+  lastReplyAt: Date | null;
+}
+
+/**
+ * The contact-lookup read: a contact of the company with this number in any of its lists. When several hold it
+ * (different lists), the choice is deterministic: non-test before test, then the oldest, then the lowest id.
+ */
+export async function lookupContact(db: Pool, companyId: number, e164: string): Promise<LookupResult> {
+  const variants = phoneVariants(e164);
+  const r = await db.query<{
+    contact_id: number; full_name: string | null; phone: string; email: string | null; list_id: number;
+    list_name: string | null; source: ContactSource | null; created_at: Date; is_test: boolean; last_reply_at: Date | null;
+  }>({
+    name: 'contacts_lookup',
+    text: `WITH m AS (
+             SELECT c.* FROM ${S}.contacts c WHERE c.company_id = $1 AND c.phone = ANY($2::text[])
+           )
+           SELECT m.contact_id, m.full_name, m.phone, m.email, m.list_id, l.name AS list_name, m.source, m.created_at, m.is_test,
+                  GREATEST(
+                    (SELECT max(p.last_reply_at) FROM ${S}.replies_by_phone p WHERE p.company_id = $1 AND p.phone = ANY($2::text[])),
+                    (SELECT max(r.last_reply_at) FROM ${S}.replies_by_contact r
+                      WHERE r.company_id = $1 AND r.contact_id IN (SELECT contact_id FROM m))
+                  ) AS last_reply_at
+             FROM m LEFT JOIN ${S}.lists l ON l.company_id = m.company_id AND l.list_id = m.list_id
+            ORDER BY m.is_test, m.created_at, m.contact_id
+            LIMIT 1`,
+    values: [companyId, variants],
+  });
+  const row = r.rows[0];
+  if (!row) return { contact: null, lastReplyAt: null };
+  return {
+    contact: {
+      id: row.contact_id,
+      fullName: row.full_name,
+      phone: row.phone,
+      email: row.email,
+      contactListId: row.list_id,
+      contactListName: row.list_name ?? '',
+      source: row.source,
+      createdAt: row.created_at,
+      isTest: row.is_test,
+    },
+    lastReplyAt: row.last_reply_at,
+  };
+}
+
+export interface ExternalContactRow {
+  id: number;
+  fullName: string | null;
+  email: string | null;
+  phone: string;
+  source: ContactSource | null;
+  sourceDetail: string | null;
+  profilePicture: string | null;
+  contactListId: number;
+  createdAt: Date;
+  /** every custom field of the contact's list */
+  fields: FieldDef[];
+  /** latest version per field id */
+  values: Map<number, FieldVersion>;
+}
+
+/**
+ * Non-test contacts of the company holding this number (any variant), each with its list's custom fields and its
+ * latest versions. At most `limit` rows (the external get asks for 2: more than one is a 409).
+ */
+export async function findExternalContacts(db: Pool, companyId: number, e164: string, limit = 2): Promise<ExternalContactRow[]> {
+  const r = await db.query<{
+    contact_id: number; full_name: string | null; email: string | null; phone: string; source: ContactSource | null;
+    source_detail: string | null; profile_picture: string | null; list_id: number; created_at: Date; fields: FieldDef[];
+    vals: Array<{ f: number; v: number; val: FieldScalar[] | null; e: string | null }>;
+  }>({
+    name: 'contacts_external',
+    text: `SELECT c.contact_id, c.full_name, c.email, c.phone, c.source, c.source_detail, c.profile_picture, c.list_id, c.created_at,
+                  (SELECT COALESCE(json_agg(json_build_object(
+                          'id', f.field_id, 'listId', f.list_id, 'key', f.key, 'name', f.name, 'fieldType', f.field_type,
+                          'options', f.options, 'required', f.required, 'group', f.grp) ORDER BY f.field_id), '[]'::json)
+                     FROM ${S}.fields f WHERE f.company_id = c.company_id AND f.list_id = c.list_id) AS fields,
+                  (SELECT COALESCE(json_agg(json_build_object('f', v.field_id, 'v', v.version, 'val', v.value, 'e', v.expires_at)), '[]'::json)
+                     FROM ${S}.field_values v WHERE v.company_id = c.company_id AND v.contact_id = c.contact_id) AS vals
+             FROM ${S}.contacts c
+            WHERE c.company_id = $1 AND c.phone = ANY($2::text[]) AND NOT c.is_test
+            ORDER BY c.created_at, c.contact_id
+            LIMIT $3`,
+    values: [companyId, phoneVariants(e164), limit],
+  });
+  return r.rows.map((row) => ({
+    id: row.contact_id,
+    fullName: row.full_name,
+    email: row.email,
+    phone: row.phone,
+    source: row.source,
+    sourceDetail: row.source_detail,
+    profilePicture: row.profile_picture,
+    contactListId: row.list_id,
+    createdAt: row.created_at,
+    fields: row.fields,
+    values: new Map(
+      row.vals.map((v) => [v.f, { version: v.v, value: v.val, expiresAt: v.e === null ? null : new Date(v.e).toISOString() }]),
+    ),
+  }));
+}
+
+/**
+ * For the sends feature: the company's contacts (test ones included) holding this number in any variant, oldest
+ * first. `e164` should be normalized (normalizePhone); its variants are matched.
+ */
+export async function findContactsByPhone(
+  db: Pool,
+  companyId: number,
+  e164: string,
+): Promise<Array<{ id: number; fullName: string | null; phone: string; isTest: boolean }>> {
+  const r = await db.query<{ contact_id: number; full_name: string | null; phone: string; is_test: boolean }>({
+    name: 'contacts_by_phone',
+    text: `SELECT contact_id, full_name, phone, is_test FROM ${S}.contacts
+            WHERE company_id = $1 AND phone = ANY($2::text[]) ORDER BY created_at, contact_id`,
+    values: [companyId, phoneVariants(e164)],
+  });
+  return r.rows.map((row) => ({ id: row.contact_id, fullName: row.full_name, phone: row.phone, isTest: row.is_test }));
+}
+
+export interface FieldHistoryEntry {
+  fieldId: number;
+  version: number;
+  /** null: the version cleared the value */
+  value: FieldScalar[] | null;
+  expiresAt: string | null;
+  at: string;
+  actor: string;
+}
+
+/** Every version of a contact's custom fields (oldest first); the same history is in the event log. */
+export async function getFieldHistory(db: Pool, companyId: number, contactId: number, fieldId?: number): Promise<FieldHistoryEntry[]> {
+  const r = await db.query<{ field_id: number; version: number; value: FieldScalar[] | null; expires_at: Date | null; set_at: Date; actor: string }>(
+    `SELECT field_id, version, value, expires_at, set_at, actor FROM ${S}.field_history
+      WHERE company_id = $1 AND contact_id = $2 AND ($3::integer IS NULL OR field_id = $3)
+      ORDER BY field_id, version`,
+    [companyId, contactId, fieldId ?? null],
+  );
+  return r.rows.map((row) => ({
+    fieldId: row.field_id,
+    version: row.version,
+    value: row.value,
+    expiresAt: row.expires_at?.toISOString() ?? null,
+    at: row.set_at.toISOString(),
+    actor: row.actor,
+  }));
+}
+
+export type { FieldType };

@@ -1,0 +1,153 @@
+import type { Projection } from '../projection';
+import type { ConversationEvent } from '../../events/conversations';
+import type { ProvisioningEvent } from '../../events/provisioning';
+
+// Read model `conversations` (schema rm_conversations): the export rows of chat messages with their REAL ids
+// (anonymization happens on the way out, src/http/routes/export.ts), reply stats per contact phone, and the
+// small directory the message recorder validates against (companies, agents, operators of each company).
+//
+// messages.seq is a gapless, deterministic ingestion counter (the n-th message inserted, in log order): it
+// bounds a paged export to the rows visible when its first page was served (docs/export.md). Exactly one
+// process applies a projection (advisory lock), so `max(seq) + 1` is race-free, and a rebuild replays the
+// same log in the same order, so it yields the same seq for every message.
+
+export const CONVERSATIONS_SCHEMA = 'rm_conversations';
+
+type Handled = ConversationEvent | Extract<ProvisioningEvent, { type: 'CompanyRegistered' | 'AgentRegistered' | 'AgentChanged' | 'OperatorRegistered' | 'OperatorChanged' }>;
+
+export const conversationsProjection: Projection = {
+  name: 'conversations',
+  version: 1,
+  schema: CONVERSATIONS_SCHEMA,
+  handles: ['CompanyRegistered', 'AgentRegistered', 'AgentChanged', 'OperatorRegistered', 'OperatorChanged', 'MessageRecorded', 'MessageDeleted'],
+  ddl: `
+    CREATE TABLE IF NOT EXISTS companies (
+      company_id integer PRIMARY KEY
+    );
+    CREATE TABLE IF NOT EXISTS agents (
+      company_id integer NOT NULL,
+      agent_id   integer NOT NULL,
+      name       text    NOT NULL,
+      version    text    NOT NULL,
+      PRIMARY KEY (company_id, agent_id)
+    );
+    CREATE TABLE IF NOT EXISTS operators (
+      company_id  integer NOT NULL,
+      operator_id integer NOT NULL,
+      name        text    NOT NULL,
+      PRIMARY KEY (company_id, operator_id)
+    );
+    CREATE TABLE IF NOT EXISTS messages (
+      company_id          integer     NOT NULL,
+      message_id          text        COLLATE "C" NOT NULL,
+      seq                 bigint      NOT NULL,
+      conversation_id     text        NOT NULL,
+      occurred_at         timestamptz NOT NULL,
+      channel             text        NOT NULL,
+      direction           text        NOT NULL,
+      author_type         text        NOT NULL,
+      author_contact_id   integer,
+      author_agent_id     integer,
+      author_operator_id  integer,
+      contact_phone       text,
+      agent_name          text,
+      agent_version       text,
+      content_type        text        NOT NULL,
+      content_text        text        NOT NULL,
+      media_url           text,
+      media_mime          text,
+      reply_to_message_id text,
+      classifications     json        NOT NULL,
+      extractions         json        NOT NULL,
+      tool_calls          json        NOT NULL,
+      trace_id            text,
+      deleted             boolean     NOT NULL DEFAULT false,
+      PRIMARY KEY (company_id, message_id)
+    );
+    CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (seq);
+    CREATE INDEX IF NOT EXISTS messages_export ON messages (company_id, occurred_at, message_id);
+    CREATE INDEX IF NOT EXISTS messages_agent_unnamed ON messages (company_id, author_agent_id)
+      WHERE author_agent_id IS NOT NULL AND agent_name IS NULL;
+    CREATE TABLE IF NOT EXISTS reply_stats (
+      company_id     integer     NOT NULL,
+      contact_phone  text        NOT NULL,
+      first_reply_at timestamptz NOT NULL,
+      last_reply_at  timestamptz NOT NULL,
+      inbound_count  integer     NOT NULL,
+      PRIMARY KEY (company_id, contact_phone)
+    );`,
+  async apply(tx, event) {
+    const e = { type: event.type, data: event.data } as Handled;
+    switch (e.type) {
+      case 'CompanyRegistered':
+        await tx.query('INSERT INTO companies (company_id) VALUES ($1) ON CONFLICT DO NOTHING', [e.data.companyId]);
+        return;
+      case 'AgentRegistered':
+      case 'AgentChanged':
+        await tx.query(
+          `INSERT INTO agents (company_id, agent_id, name, version) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (company_id, agent_id) DO UPDATE SET name = $3, version = $4`,
+          [e.data.companyId, e.data.agentId, e.data.name, e.data.version],
+        );
+        // messages recorded before their agent was known get the agent's name and version now
+        await tx.query(
+          `UPDATE messages SET agent_name = $3, agent_version = $4
+            WHERE company_id = $1 AND author_agent_id = $2 AND agent_name IS NULL`,
+          [e.data.companyId, e.data.agentId, e.data.name, e.data.version],
+        );
+        return;
+      case 'OperatorRegistered':
+      case 'OperatorChanged':
+        await tx.query(
+          `INSERT INTO operators (company_id, operator_id, name) VALUES ($1, $2, $3)
+           ON CONFLICT (company_id, operator_id) DO UPDATE SET name = $3`,
+          [e.data.companyId, e.data.operatorId, e.data.name],
+        );
+        return;
+      case 'MessageRecorded': {
+        const d = e.data;
+        const agentId = d.author.type === 'agent' ? (d.author.agentId ?? null) : null;
+        // The agent's name and version as they are when the message is recorded (the version that wrote it).
+        // Reply stats change only when the row is really inserted (a redelivered event changes nothing).
+        await tx.query(
+          `WITH ins AS (
+             INSERT INTO messages (company_id, message_id, seq, conversation_id, occurred_at, channel, direction, author_type,
+                                   author_contact_id, author_agent_id, author_operator_id, contact_phone, agent_name, agent_version,
+                                   content_type, content_text, media_url, media_mime, reply_to_message_id,
+                                   classifications, extractions, tool_calls, trace_id)
+             SELECT $1, $2, COALESCE((SELECT max(seq) FROM messages), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                    a.name, a.version, $12, $13, $14, $15, $16, $17, $18, $19, $20
+               FROM (SELECT 1) one LEFT JOIN agents a ON a.company_id = $1 AND a.agent_id = $9
+             ON CONFLICT (company_id, message_id) DO NOTHING
+             RETURNING 1
+           )
+           INSERT INTO reply_stats (company_id, contact_phone, first_reply_at, last_reply_at, inbound_count)
+           SELECT $1, $11, $4, $4, 1 FROM ins WHERE $6 = 'inbound' AND $11::text IS NOT NULL
+           ON CONFLICT (company_id, contact_phone) DO UPDATE
+             SET first_reply_at = LEAST(reply_stats.first_reply_at, EXCLUDED.first_reply_at),
+                 last_reply_at = GREATEST(reply_stats.last_reply_at, EXCLUDED.last_reply_at),
+                 inbound_count = reply_stats.inbound_count + 1`,
+          [
+            d.companyId, d.messageId, d.conversationId, d.occurredAt, d.channel, d.direction, d.author.type,
+            d.author.type === 'contact' ? (d.author.contactId ?? null) : null,
+            agentId,
+            d.author.type === 'human_operator' ? (d.author.operatorId ?? null) : null,
+            d.contactPhone,
+            d.content.type, d.content.text, d.content.mediaUrl, d.content.mediaMime, d.replyToMessageId,
+            JSON.stringify(d.classifications.map((c) => ({ label: c.label, value: c.value ?? null }))),
+            JSON.stringify(d.extractions.map((x) => ({ key: x.key, value: x.value ?? null }))),
+            JSON.stringify(d.toolCalls.map((t) => ({ tool_name: t.toolName, success: t.success, execution_time_ms: t.executionTimeMs }))),
+            d.traceId,
+          ],
+        );
+        return;
+      }
+      case 'MessageDeleted':
+        await tx.query(
+          'UPDATE messages SET deleted = true WHERE company_id = $1 AND message_id = $2 AND conversation_id = $3 AND NOT deleted',
+          [e.data.companyId, e.data.messageId, e.data.conversationId],
+        );
+        return;
+    }
+  },
+};

@@ -1,0 +1,18 @@
+import type { Pool } from 'pg';
+import { findContactsByPhone } from '../contacts/queries';
+
+export interface RecipientContact {
+  id: number;
+  fullName: string | null;
+}
+
+/**
+ * The company's contact whose phone matches `e164` under the phone variants (the recipient of a send, the author
+ * of an inbound message), from the contacts read model. Several matches: the oldest non-test contact wins (a test
+ * contact only when no other matches); none: null.
+ */
+export async function findContactForRecipient(pool: Pool, companyId: number, e164: string): Promise<RecipientContact | null> {
+  const found = await findContactsByPhone(pool, companyId, e164);
+  const chosen = found.find((c) => !c.isTest) ?? found[0];
+  return chosen ? { id: chosen.id, fullName: chosen.fullName } : null;
+}

@@ -156,9 +156,38 @@ export class ProjectionRunner {
     }
   }
 
-  /** One batch: events read, or -1 when another process holds the projection. */
+  /**
+   * One batch: events read, or -1 when another process holds the projection. The events are read first, with
+   * no transaction open (one connection at a time, whatever the number of projections); a batch with events to
+   * apply then runs in a transaction holding the projection's lock, which re-checks that the checkpoint has not
+   * moved meanwhile and stores the new one with the read-model change.
+   */
   async runBatch(p: Projection): Promise<number> {
     this.kicked.delete(p.name);
+    const cp = await readCheckpoint(this.pool, p.name);
+    if (!cp) throw new Error(`projection ${p.name} has no checkpoint row`);
+    if (cp.version !== p.version) {
+      await this.rebuildForNewVersion(p, cp.version);
+      return 0;
+    }
+    const skipped = this.unpersisted.get(p.name);
+    const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
+    const from = sameWindow ? skipped.readTo : (cp.position as Position);
+    const batch = await this.store.readAll(from, this.batchSize);
+    const handled = batch.events.some((e) => p.handles.includes(e.type));
+    const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
+    if (!handled && !overdue) {
+      // Nothing to apply: remember how far we read; the checkpoint is written with the next change (or soon).
+      if (batch.events.length > 0) {
+        this.unpersisted.set(p.name, { storedAt: cp.position as Position, readTo: batch.nextPosition, since: sameWindow ? skipped.since : Date.now() });
+        this.positions.set(p.name, batch.nextPosition);
+        this.advanced.emit('advanced');
+      } else if (!this.positions.has(p.name) || !sameWindow) {
+        this.positions.set(p.name, from);
+      }
+      return batch.events.length;
+    }
+
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
@@ -169,42 +198,23 @@ export class ProjectionRunner {
         return -1;
       }
       this.lockedElsewhere.delete(p.name);
-      const cp = await readCheckpoint(client, p.name);
-      if (!cp) throw new Error(`projection ${p.name} has no checkpoint row`);
-      if (cp.version !== p.version) {
-        await client.query('ROLLBACK');
-        await this.rebuildForNewVersion(p, cp.version);
+      const current = await readCheckpoint(client, p.name);
+      if (!current || current.position !== cp.position || current.version !== p.version) {
+        await client.query('ROLLBACK'); // another process advanced it meanwhile: read again from there
+        this.unpersisted.delete(p.name);
         return 0;
       }
-      const skipped = this.unpersisted.get(p.name);
-      const from = skipped && skipped.storedAt === cp.position ? skipped.readTo : (cp.position as Position);
-      const batch = await this.store.readAll(from, this.batchSize);
-      const handled = batch.events.some((e) => p.handles.includes(e.type));
-      const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
-      const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
-      if (!handled && !overdue) {
-        // Nothing to apply: remember how far we read; the checkpoint is written with the next change (or soon).
-        await client.query('ROLLBACK');
-        if (batch.events.length > 0) {
-          this.unpersisted.set(p.name, { storedAt: cp.position as Position, readTo: batch.nextPosition, since: sameWindow ? skipped.since : Date.now() });
-        }
-        this.positions.set(p.name, batch.nextPosition);
-        if (batch.events.length > 0) this.advanced.emit('advanced');
-        return batch.events.length;
-      }
       this.unpersisted.delete(p.name);
-      if (batch.nextPosition !== cp.position) {
-        // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
-        // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
-        await client.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public`);
-        for (const event of batch.events) {
-          if (p.handles.includes(event.type)) await p.apply(client, event);
-        }
-        await client.query(
-          `UPDATE projections.checkpoints SET position = $2, state = 'running', error = NULL, updated_at = now() WHERE name = $1`,
-          [p.name, batch.nextPosition],
-        );
+      // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
+      // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
+      await client.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public`);
+      for (const event of batch.events) {
+        if (p.handles.includes(event.type)) await p.apply(client, event);
       }
+      await client.query(
+        `UPDATE projections.checkpoints SET position = $2, state = 'running', error = NULL, updated_at = now() WHERE name = $1`,
+        [p.name, batch.nextPosition],
+      );
       await client.query('COMMIT');
       this.positions.set(p.name, batch.nextPosition);
       this.advanced.emit('advanced');

@@ -20,6 +20,7 @@ import type { RecordTransport } from './ports/transport';
 import { allProjections } from './projections/registry';
 import type { Secrets, Services } from './services';
 import { createMetrics } from './shared/metrics';
+import { retryTransient } from './shared/retry';
 import { startWorkers, type Workers } from './workers';
 import { ProjectionRunner } from './workers/projection-runner';
 
@@ -100,7 +101,8 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     const secrets = resolveSecrets(config);
     const pool = createPool(databaseUrl, role === 'cli' ? 4 : 20);
     cleanups.push(() => pool.end());
-    await migrate(pool);
+    const onRetry = (err: unknown, step: string, attempt: number) => logger.warn({ err, step, attempt }, 'database unavailable during start-up; retrying');
+    await retryTransient('migrations', () => migrate(pool), { onRetry });
 
     let store: EventStore;
     if (config.eventStore.kind === 'esdb') {
@@ -126,9 +128,9 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     cleanups.push(async () => services.provider.close?.());
     let workers: Workers | undefined;
     if (role === 'cli') {
-      await services.runner.prepare();
+      await retryTransient('read models', () => services.runner.prepare(), { onRetry });
     } else {
-      await services.runner.start();
+      await retryTransient('read models', () => services.runner.start(), { onRetry });
       cleanups.push(() => services.runner.stop());
       workers = await startWorkers(services, { role });
       cleanups.push(() => workers!.stop());

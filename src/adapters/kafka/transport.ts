@@ -144,6 +144,7 @@ export class KafkaTransport implements RecordTransport {
   private adminReady: Promise<Admin> | null = null;
   private readonly knownTopics = new Set<string>();
   private readonly subscriptions = new Set<KafkaSubscription>();
+  private readonly supervised = new Set<SupervisedSubscription>();
   private queue: PendingSend[] = [];
   private flushing: Promise<void> | null = null;
   private closed = false;
@@ -161,7 +162,7 @@ export class KafkaTransport implements RecordTransport {
       commitIntervalMs: options.commitIntervalMs ?? 1_000,
       retryInitialMs: options.retryInitialMs ?? 50,
       retryMaxMs: options.retryMaxMs ?? 5_000,
-      publishTimeoutMs: options.publishTimeoutMs ?? 30_000,
+      publishTimeoutMs: options.publishTimeoutMs ?? 10_000,
     };
     this.kafka = new Kafka({
       clientId: options.clientId,
@@ -309,7 +310,24 @@ export class KafkaTransport implements RecordTransport {
 
   // ---- consuming -----------------------------------------------------------------------------------
 
+  /**
+   * Subscribes under supervision: if the broker cannot be reached (at start, or a consumer crash that kafkajs
+   * will not restart by itself), the consumer is recreated with backoff instead of failing the process. The
+   * subscription resolves at once; records flow as soon as a consumer is up.
+   */
   async subscribe(topic: string, handler: RecordHandler, options: SubscribeOptions): Promise<Subscription> {
+    if (this.closed) throw new Error('KafkaTransport is closed');
+    const supervised = new SupervisedSubscription(
+      (onFatalCrash) => this.startConsumer(topic, handler, options, onFatalCrash),
+      (err, attempt, delayMs) => this.logger?.warn({ topic, groupId: options.groupId, err, attempt, delayMs }, 'Kafka consumer not running; retrying'),
+    );
+    this.supervised.add(supervised);
+    supervised.onStopped = () => this.supervised.delete(supervised);
+    await supervised.start();
+    return supervised;
+  }
+
+  private async startConsumer(topic: string, handler: RecordHandler, options: SubscribeOptions, onFatalCrash: () => void): Promise<KafkaSubscription> {
     if (this.closed) throw new Error('KafkaTransport is closed');
     await this.ensureTopics([topic, dlqTopic(topic)]);
     const sessionTimeout = this.opts.sessionTimeoutMs;
@@ -321,6 +339,7 @@ export class KafkaTransport implements RecordTransport {
       allowAutoTopicCreation: false,
     });
     const sub = new KafkaSubscription(this, consumer, topic, handler, options, this.opts, this.logger);
+    sub.onFatalCrash = onFatalCrash;
     this.subscriptions.add(sub);
     sub.onStopped = () => this.subscriptions.delete(sub);
     try {
@@ -352,6 +371,7 @@ export class KafkaTransport implements RecordTransport {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    await Promise.allSettled([...this.supervised].map((s) => s.stop()));
     await Promise.allSettled([...this.subscriptions].map((s) => s.stop()));
     this.closed = true;
     // let acknowledged-soon publishes finish, but never hang on a cluster that is gone
@@ -371,8 +391,59 @@ export class KafkaTransport implements RecordTransport {
   }
 }
 
+/** Keeps one consumer running for a subscription: retries its start and replaces it after a fatal crash. */
+class SupervisedSubscription implements Subscription {
+  onStopped: () => void = () => {};
+  private current: KafkaSubscription | undefined;
+  private stopped = false;
+  private attempts = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly create: (onFatalCrash: () => void) => Promise<KafkaSubscription>,
+    private readonly onRetry: (err: unknown, attempt: number, delayMs: number) => void,
+  ) {}
+
+  async start(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      this.current = await this.create(() => this.crashed());
+      this.attempts = 0;
+    } catch (err) {
+      this.schedule(err);
+    }
+  }
+
+  private crashed(): void {
+    const old = this.current;
+    this.current = undefined;
+    void old?.stop().catch(() => undefined);
+    this.schedule(new Error('consumer crashed and was not restarted by kafkajs'));
+  }
+
+  private schedule(err: unknown): void {
+    if (this.stopped) return;
+    this.attempts += 1;
+    const delay = Math.min(30_000, 500 * 2 ** Math.min(this.attempts - 1, 6));
+    this.onRetry(err, this.attempts, delay);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.start(), delay);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    try {
+      await this.current?.stop();
+    } finally {
+      this.onStopped();
+    }
+  }
+}
+
 class KafkaSubscription implements Subscription {
   onStopped: () => void = () => {};
+  onFatalCrash: () => void = () => {};
   private stopping = false;
   private stopped: Promise<void> | null = null;
   private readonly retries = new Map<string, RetryState>();
@@ -395,6 +466,7 @@ class KafkaSubscription implements Subscription {
         { topic: this.topic, groupId: this.options.groupId, err: event.payload.error, restart: event.payload.restart },
         'Kafka consumer crashed',
       );
+      if (!event.payload.restart && !this.stopping) this.onFatalCrash();
     });
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [this.topic], fromBeginning: true });

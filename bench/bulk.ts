@@ -125,7 +125,6 @@ async function main(): Promise<void> {
     bench: 'bulk', metric: 'progress_100_s', value: progress100Ms === undefined ? -1 : round(progress100Ms / 1000, 2), unit: 's',
     note: 'from the 202 until the detail shows progress_percentage 100 (all projections running)',
   });
-  log(JSON.stringify((globalThis as any).__prof));
   const final = await getBulkSend(db.pool, 1, bulkId);
   log(`bulk: ${final?.status}, sent ${final?.sentCount}, failed ${final?.failedCount}, sandbox accepted ${sandbox.acceptedCount}`);
 

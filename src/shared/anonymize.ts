@@ -119,8 +119,10 @@ export class HmacPrefix {
   /** hex24 of `prefix + message`, written as 24 ASCII bytes into `out` at `pos`; returns the position after. */
   writeHex24(prefix: string, message: string, out: Buffer, pos: number): number {
     if (prefix.length + message.length > MAX_FAST_CHARS) return pos + out.write(this.hex24(prefix + message), pos, 'latin1');
-    const n = this.scratch.write(prefix, 0, 'latin1');
-    this.run(n + this.scratch.write(message, n, 'utf8'));
+    const b = this.scratch;
+    const n = prefix.length;
+    for (let i = 0; i < n; i++) b[i] = prefix.charCodeAt(i); // ASCII prefix
+    this.run(n + b.write(message, n, 'utf8'));
     const H = this.state;
     for (let i = 0; i < 3; i++) {
       const v = H[i];
@@ -184,8 +186,8 @@ export class CompanyAnonymizer {
 
   /** `msg_…` written as ASCII into `out` at `pos` (no string made); returns the position after it. */
   writeMessage(id: string, out: Buffer, pos: number): number {
-    pos += out.write(ANON_PREFIX.message, pos, 'latin1');
-    return this.mac.writeHex24('message:', id, out, pos);
+    out[pos] = 0x6d; out[pos + 1] = 0x73; out[pos + 2] = 0x67; out[pos + 3] = 0x5f; // msg_
+    return this.mac.writeHex24('message:', id, out, pos + 4);
   }
 
   /** conversation / contact / agent / operator ids (cached, bounded). */

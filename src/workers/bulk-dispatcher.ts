@@ -38,6 +38,7 @@ import {
   nextJobOfNumber,
   numbersWithWork,
   type Outcome,
+  type OutcomeBatch,
   releaseNumberLease,
   setJobPaused,
   setJobState,
@@ -89,6 +90,8 @@ class DispatcherKilledError extends Error {
 
 const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+const CATCH_UP_MS = 50;
+
 /** Start times of sends on one number, spaced by the tier's spacing. */
 export class Pacer {
   private next = Number.NEGATIVE_INFINITY;
@@ -108,10 +111,10 @@ export class Pacer {
       await this.sleep(ahead);
       t = this.now();
     }
-    // Spacings under 10 ms are below timer precision: a late slot may be caught up, so the rate holds on
-    // average. Longer spacings are never shortened.
-    const catchUp = this.spacingMs < 10 && this.next !== Number.NEGATIVE_INFINITY ? this.spacingMs : 0;
-    this.next = Math.max(this.next, t - catchUp) + this.spacingMs;
+    // Spacings under 10 ms are below timer precision and shorter than a window's database work: up to
+    // CATCH_UP_MS of late slots may be caught up, so the rate holds on average. Longer spacings are never shortened.
+    const floor = this.next === Number.NEGATIVE_INFINITY ? t : t - (this.spacingMs < 10 ? CATCH_UP_MS : 0);
+    this.next = Math.max(this.next, floor) + this.spacingMs;
   }
 
   /** Nothing starts before `ms` from now (the provider asked to slow down). */
@@ -300,6 +303,27 @@ export class BulkDispatcher {
     const limited = number.messagingLimitTier !== 'TIER_UNLIMITED';
     let didWork = false;
     let cursor = 0;
+    // Pipelining: a window's outcomes are recorded while the next window is sent (at most one behind), and the
+    // next chunks are copied into the work table while sending. Both are awaited before deciding that nothing
+    // is left, and before returning.
+    let recording: Promise<void> = Promise.resolve();
+    let materializing: Promise<void> | undefined;
+    const materializeAhead = (): Promise<void> | undefined => {
+      if (materializing || job.materializedChunks >= job.chunkCount) return materializing;
+      this.guard();
+      const run: Promise<void> = materializeChunks(services, job.bulkId, this.o.materializeChunks)
+        .then((n) => {
+          job.materializedChunks = Math.max(job.materializedChunks, n);
+        })
+        .catch((err) => {
+          if (!(err instanceof DispatcherKilledError)) services.logger.error({ err, bulkId: job.bulkId }, 'bulk dispatcher: copying recipients failed');
+        })
+        .finally(() => {
+          if (materializing === run) materializing = undefined;
+        });
+      materializing = run;
+      return run;
+    };
 
     if (job.state === 'queued') {
       this.guard();
@@ -308,92 +332,121 @@ export class BulkDispatcher {
       didWork = true;
     }
 
-    for (;;) {
-      if (!this.running) return { didWork, next: 'stop' };
-      if (this.cancelled.has(job.bulkId)) return { didWork, next: 'next-job' };
-      const now = this.now();
-      let claimed: ClaimedRecipient[];
-      let blocked: { used: number; limit: number; resumeAt: Date | null } | undefined;
-      this.guard();
-      const claim = {
-        bulkId: job.bulkId, dispatcher: this.id, now, leaseUntil: new Date(now.getTime() + this.o.recipientLeaseMs), limit: this.windowSize(number),
-      };
-      if (limited && !(await acquireNumberLease(pool, number.id, this.id, now, this.o.numberLeaseMs))) return { didWork, next: 'stop' };
-      const take = async (fromIdx: number) => {
-        if (!limited) return { claimed: await claimRecipients(pool, { ...claim, fromIdx }), blocked: undefined };
-        const q = await claimRecipientsWithQuota(pool, { ...claim, fromIdx, numberId: number.id, dailyLimit: dailyLimitOf(number.messagingLimitTier) });
-        return { claimed: q.claimed, blocked: q.blocked ? { used: q.used, limit: q.limit, resumeAt: q.resumeAt } : undefined };
-      };
-      const P = ((globalThis as any).__prof ??= {}); let tq = performance.now();
-      ({ claimed, blocked } = await take(cursor));
-      P.claim = (P.claim ?? 0) + performance.now() - tq; P.n = (P.n ?? 0) + 1;
-      if (claimed.length === 0 && !blocked && cursor > 0) {
-        cursor = 0; // what is left is behind the cursor (retries, rows given back)
-        ({ claimed, blocked } = await take(0));
-      }
-      if (claimed.length > 0) cursor = claimed[claimed.length - 1].idx + 1;
-
-      if (claimed.length > 0) {
-        if (job.paused) {
-          this.guard();
-          await runBulkCommand(services, { type: 'ResumeBulkSend', data: { bulkId: job.bulkId, at: this.now().toISOString() } }, meta);
-          await setJobPaused(pool, job.bulkId, false, null, this.now());
-          job.paused = false;
+    try {
+      for (;;) {
+        if (!this.running) return { didWork, next: 'stop' };
+        if (this.cancelled.has(job.bulkId)) return { didWork, next: 'next-job' };
+        const now = this.now();
+        this.guard();
+        const claim = {
+          bulkId: job.bulkId, dispatcher: this.id, now, leaseUntil: new Date(now.getTime() + this.o.recipientLeaseMs), limit: this.windowSize(number),
+        };
+        if (limited && !(await acquireNumberLease(pool, number.id, this.id, now, this.o.numberLeaseMs))) return { didWork, next: 'stop' };
+        const take = async (fromIdx: number) => {
+          if (!limited) return { claimed: await claimRecipients(pool, { ...claim, fromIdx }), blocked: undefined };
+          const q = await claimRecipientsWithQuota(pool, { ...claim, fromIdx, numberId: number.id, dailyLimit: dailyLimitOf(number.messagingLimitTier) });
+          return { claimed: q.claimed, blocked: q.blocked ? { used: q.used, limit: q.limit, resumeAt: q.resumeAt } : undefined };
+        };
+        let { claimed, blocked } = await take(cursor);
+        if (claimed.length === 0 && !blocked && cursor > 0) {
+          cursor = 0; // what is left is behind the cursor (retries, rows given back)
+          ({ claimed, blocked } = await take(0));
         }
-        await this.sendWindow(job, claimed, pacer);
-        didWork = true;
-        await this.beat(job.bulkId);
-        continue;
-      }
 
-      // nothing claimed: more recipients to copy in, quota, retries, other dispatchers, or the end
-      if (job.materializedChunks < job.chunkCount) {
-        this.guard();
-        tq = performance.now();
-        job.materializedChunks = await materializeChunks(services, job.bulkId, this.o.materializeChunks);
-        P.mat = (P.mat ?? 0) + performance.now() - tq;
-        didWork = true;
-        continue;
-      }
-      const fresh = await getJob(pool, job.bulkId);
-      if (!fresh || fresh.cancelRequested || (fresh.state !== 'queued' && fresh.state !== 'processing')) return { didWork, next: 'next-job' };
-      if (blocked) {
-        this.guard();
-        await runBulkCommand(
-          services,
-          {
-            type: 'PauseBulkSend',
-            data: {
-              bulkId: job.bulkId, quotaUsed: blocked.used, quotaLimit: blocked.limit, resumeAt: blocked.resumeAt?.toISOString() ?? null,
-              at: this.now().toISOString(),
+        if (claimed.length > 0) {
+          cursor = claimed[claimed.length - 1].idx + 1;
+          if (job.paused) {
+            this.guard();
+            await runBulkCommand(services, { type: 'ResumeBulkSend', data: { bulkId: job.bulkId, at: this.now().toISOString() } }, meta);
+            await setJobPaused(pool, job.bulkId, false, null, this.now());
+            job.paused = false;
+          }
+          void materializeAhead();
+          const outcomes = await this.sendWindow(job, claimed, pacer);
+          const previous = recording;
+          recording = previous.then(() => this.record(job, outcomes));
+          recording.catch(() => undefined); // awaited below (next window, or before returning)
+          await previous;
+          didWork = true;
+          await this.beat(job.bulkId);
+          continue;
+        }
+
+        // nothing claimed: more recipients to copy in, quota, retries, other dispatchers, or the end
+        await recording;
+        if (job.materializedChunks < job.chunkCount) {
+          await materializeAhead();
+          didWork = true;
+          continue;
+        }
+        const fresh = await getJob(pool, job.bulkId);
+        if (!fresh || fresh.cancelRequested || (fresh.state !== 'queued' && fresh.state !== 'processing')) return { didWork, next: 'next-job' };
+        if (blocked) {
+          this.guard();
+          await runBulkCommand(
+            services,
+            {
+              type: 'PauseBulkSend',
+              data: {
+                bulkId: job.bulkId, quotaUsed: blocked.used, quotaLimit: blocked.limit, resumeAt: blocked.resumeAt?.toISOString() ?? null,
+                at: this.now().toISOString(),
+              },
             },
-          },
-          meta,
-        );
-        await setJobPaused(pool, job.bulkId, true, blocked.resumeAt, this.now());
-        services.logger.info({ bulkId: job.bulkId, used: blocked.used, limit: blocked.limit, resumeAt: blocked.resumeAt }, 'bulk send paused: quota used up');
-        return { didWork: true, next: 'next-job' };
+            meta,
+          );
+          await setJobPaused(pool, job.bulkId, true, blocked.resumeAt, this.now());
+          services.logger.info({ bulkId: job.bulkId, used: blocked.used, limit: blocked.limit, resumeAt: blocked.resumeAt }, 'bulk send paused: quota used up');
+          return { didWork: true, next: 'next-job' };
+        }
+        const progress = await jobProgress(pool, job.bulkId, this.now());
+        if (progress.pending === 0 && progress.inFlight === 0) {
+          this.guard();
+          if (progress.unappended > 0) await flushBatches(services, { bulkId: job.bulkId });
+          await runBulkCommand(
+            services,
+            { type: 'FinishBulkSend', data: { bulkId: job.bulkId, dispatchedCount: progress.sent, rejectedCount: progress.failed, at: this.now().toISOString() } },
+            meta,
+          );
+          await setJobState(pool, job.bulkId, 'finished', this.now(), ['queued', 'processing']);
+          this.lastBeat.delete(job.bulkId);
+          return { didWork: true, next: 'next-job' };
+        }
+        if (progress.inFlight === 0 && progress.delayed > 0 && progress.delayed === progress.pending && progress.nextAttemptAt) {
+          // only retries remain: wait for the first of them
+          await this.sleep(Math.max(1, Math.min(progress.nextAttemptAt.getTime() - this.now().getTime(), this.o.maxRetryDelayMs)));
+          continue;
+        }
+        // the rest is in flight at another dispatcher (or locked by one): look again on the next poll
+        return { didWork, next: 'stop' };
       }
-      const progress = await jobProgress(pool, job.bulkId, this.now());
-      if (progress.pending === 0 && progress.inFlight === 0) {
-        this.guard();
-        if (progress.unappended > 0) await flushBatches(services, { bulkId: job.bulkId });
-        await runBulkCommand(
-          services,
-          { type: 'FinishBulkSend', data: { bulkId: job.bulkId, dispatchedCount: progress.sent, rejectedCount: progress.failed, at: this.now().toISOString() } },
-          meta,
-        );
-        await setJobState(pool, job.bulkId, 'finished', this.now(), ['queued', 'processing']);
-        this.lastBeat.delete(job.bulkId);
-        return { didWork: true, next: 'next-job' };
+    } finally {
+      await Promise.allSettled([recording, materializing]);
+    }
+  }
+
+  /**
+   * Records a window: outcomes and their batches (retried briefly: the rows would otherwise stay in flight and
+   * end as interrupted), then the batch events (a failure leaves the batches for the flush: nothing is lost).
+   */
+  private async record(job: JobRow, outcomes: readonly Outcome[]): Promise<void> {
+    let batches: OutcomeBatch[] = [];
+    for (let attempt = 1; ; attempt++) {
+      this.guard();
+      try {
+        batches = await writeOutcomes(this.services.pool, job, this.id, outcomes, this.now());
+        break;
+      } catch (err) {
+        if (err instanceof DispatcherKilledError || attempt >= 3) throw err;
+        this.services.logger.warn({ err, bulkId: job.bulkId }, 'bulk dispatcher: recording outcomes failed, retrying');
+        await realSleep(200 * attempt);
       }
-      if (progress.inFlight === 0 && progress.delayed > 0 && progress.delayed === progress.pending && progress.nextAttemptAt) {
-        // only retries remain: wait for the first of them
-        await this.sleep(Math.max(1, Math.min(progress.nextAttemptAt.getTime() - this.now().getTime(), this.o.maxRetryDelayMs)));
-        continue;
-      }
-      // the rest is in flight at another dispatcher (or locked by one): look again on the next poll
-      return { didWork, next: 'stop' };
+    }
+    this.guard();
+    try {
+      await appendBatches(this.services, batches);
+    } catch (err) {
+      if (err instanceof DispatcherKilledError) throw err;
+      this.services.logger.warn({ err, bulkId: job.bulkId }, 'bulk dispatcher: appending outcome events failed; the flush appends them later');
     }
   }
 
@@ -409,10 +462,9 @@ export class BulkDispatcher {
     return !this.running || this.cancelled.has(bulkId);
   }
 
-  /** Sends a claimed window (paced, bounded concurrency), then records its outcomes. */
-  private async sendWindow(job: JobRow, rows: readonly ClaimedRecipient[], pacer: Pacer): Promise<void> {
+  /** Sends a claimed window (paced, bounded concurrency); returns the outcomes to record. */
+  private async sendWindow(job: JobRow, rows: readonly ClaimedRecipient[], pacer: Pacer): Promise<Outcome[]> {
     const outcomes: Outcome[] = [];
-    const tS = performance.now();
     const inFlight = new Set<Promise<void>>();
     for (const row of rows) {
       if (this.stopping(job.bulkId)) {
@@ -432,14 +484,7 @@ export class BulkDispatcher {
       if (inFlight.size >= this.o.concurrency) await Promise.race(inFlight);
     }
     await Promise.all(inFlight);
-    ((globalThis as any).__prof ??= {}).send = (((globalThis as any).__prof.send) ?? 0) + performance.now() - tS;
-    const P = ((globalThis as any).__prof ??= {}); let tq = performance.now();
-    this.guard();
-    const batches = await writeOutcomes(this.services.pool, job, this.id, outcomes, this.now());
-    P.write = (P.write ?? 0) + performance.now() - tq; tq = performance.now();
-    this.guard();
-    await appendBatches(this.services, batches);
-    P.append = (P.append ?? 0) + performance.now() - tq;
+    return outcomes;
   }
 
   private async sendOne(job: JobRow, row: ClaimedRecipient, pacer: Pacer): Promise<Outcome> {

@@ -79,6 +79,15 @@ export class ProjectionRunner {
     this.kick();
     await Promise.allSettled(this.loops);
     this.loops.length = 0;
+    await this.flushSkipped().catch((err) => this.options.logger?.warn({ err }, 'could not store skipped checkpoints'));
+  }
+
+  /** Stores how far projections read past events they do not handle (only where no one moved them since). */
+  private async flushSkipped(): Promise<void> {
+    for (const [name, s] of this.unpersisted) {
+      await this.pool.query(`UPDATE projections.checkpoints SET position = $3, updated_at = now() WHERE name = $1 AND position = $2`, [name, s.storedAt, s.readTo]);
+    }
+    this.unpersisted.clear();
   }
 
   kick(): void {

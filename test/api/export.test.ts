@@ -437,6 +437,14 @@ describe('GET /api/v1/qualitative-export/messages', () => {
     });
   });
 
+  it('is described in the OpenAPI document with its query parameters', async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const op = doc.paths['/api/v1/qualitative-export/messages'].get;
+    expect(op.parameters.map((p: { name: string }) => p.name).sort()).toEqual(
+      ['agent_id', 'channel', 'company_id', 'cursor', 'direction', 'from', 'include', 'limit', 'to'],
+    );
+  });
+
   describe('authentication and access', () => {
     it('401 AUTH_REQUIRED without a key, whatever the parameters', async () => {
       for (const query of [{ company_id: '101', ...JAN }, { limit: 'x' }] as Array<Record<string, string>>) {

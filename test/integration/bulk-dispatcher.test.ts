@@ -1,11 +1,12 @@
 import { cancelBulkSend } from '../../src/commands/bulk/cancel';
 import { createBulkSend, type CreateBulkInput } from '../../src/commands/bulk/create';
-import { batchEventId, flushBatches } from '../../src/commands/bulk/work';
+import { randomUUID } from 'node:crypto';
+import { batchEventId, flushBatches, getJob, insertDraftJob, requestCancel } from '../../src/commands/bulk/work';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { ProviderError } from '../../src/ports/provider';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { BulkDispatcher, type BulkDispatcherOptions } from '../../src/workers/bulk-dispatcher';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
+import { startBulkLeaseCron, sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
 import { startDeliveryConsumer } from '../../src/workers/delivery-consumer';
 import {
   BULK_CO, bulkFixture, countersFromRows, FakeClock, outcomeCounts, phones, RecordingProvider, sandbox, storedCounters, waitForBulk,
@@ -125,18 +126,32 @@ describe('bulk dispatcher', () => {
     d1.kill();
     provider.hold = undefined;
 
-    const inFlight = await t.db.pool.query(`SELECT idx FROM bulk_work.recipients WHERE bulk_id = $1 AND state = 'in_flight' ORDER BY idx`, [created.bulkId]);
-    expect(inFlight.rows.map((r) => r.idx)).toEqual([50, 51, 52, 53, 54, 55, 56, 57, 58, 59]);
-
-    // a live dispatcher does not touch rows leased to the dead one until the lease runs out
+    // a live dispatcher sends the rest but does not touch rows leased to the dead one until the lease runs out
     const d2 = dispatcher({ unlimitedWindow: 10, id: 'd2' });
-    await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, (b) => b.pendingCount === 10);
+    const stranded = async () => {
+      const r = await t.db.pool.query(
+        `SELECT count(*) FILTER (WHERE state = 'pending')::int AS pending, array_agg(idx ORDER BY idx) FILTER (WHERE state = 'in_flight') AS in_flight,
+                (SELECT coalesce(sum(cardinality(idxs)), 0)::int FROM bulk_work.outcome_batches b WHERE b.bulk_id = $1) AS unappended
+           FROM bulk_work.recipients WHERE bulk_id = $1`,
+        [created.bulkId],
+      );
+      const b = await storedCounters(t.db.pool, created.bulkId);
+      const inFlight: number[] = r.rows[0].in_flight ?? [];
+      // the rest is done; what the dead one held is in flight, or recorded without its event (the flush appends it)
+      return r.rows[0].pending === 0 && b.pending_count === inFlight.length + r.rows[0].unappended ? inFlight : undefined;
+    };
+    let inFlight: number[] | undefined;
+    for (let i = 0; i < 500 && !(inFlight = await stranded()); i++) await new Promise((r) => setTimeout(r, 20));
+    // the window being sent (50-59) and possibly the one being recorded when the process died
+    expect(inFlight).toEqual(expect.arrayContaining([50, 51, 52, 53, 54, 55, 56, 57, 58, 59]));
+    expect(inFlight!.every((i) => i >= 40 && i < 60)).toBe(true);
+
     clock.advance(LEASE + 1);
-    const report = await sweepBulkLeases(t.services);
-    expect(report).toMatchObject({ skipped: false, interrupted: 10 });
+    const report = await sweepBulkLeases(t.services, { flushGraceMs: 0 });
+    expect(report).toMatchObject({ skipped: false, interrupted: inFlight!.length });
     d2.kick();
     const done = await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
-    expect(done).toMatchObject({ status: 'PARTIAL', sentCount: 110, failedCount: 10, pendingCount: 0 });
+    expect(done).toMatchObject({ status: 'PARTIAL', sentCount: 120 - inFlight!.length, failedCount: inFlight!.length, pendingCount: 0 });
 
     // the dead dispatcher's late answer changes nothing
     release();
@@ -145,9 +160,9 @@ describe('bulk dispatcher', () => {
     expect(outcomes.size).toBe(120);
     expect([...outcomes.values()].every((types) => types.length === 1)).toBe(true);
     expect(sendsTo(list).every((n) => n <= 1)).toBe(true);
-    expect(sendsTo(list.filter((_, i) => i < 50 || i >= 60)).every((n) => n === 1)).toBe(true);
+    expect(sendsTo(list.filter((_, i) => !inFlight!.includes(i))).every((n) => n === 1)).toBe(true);
     const rejected = await outcomesOfType('BulkRecipientsRejected', created.bulkId);
-    expect(rejected.map((r) => r.index)).toEqual([50, 51, 52, 53, 54, 55, 56, 57, 58, 59]);
+    expect(rejected.map((r) => r.index)).toEqual(inFlight);
     expect(rejected[0]).toMatchObject({ code: 'interrupted', message: 'interrupted, outcome unknown', interrupted: true });
     expect(await storedCounters(t.db.pool, created.bulkId)).toEqual(await countersFromRows(t.db.pool, created.bulkId));
   });
@@ -220,7 +235,7 @@ describe('bulk dispatcher', () => {
     dispatcher({ unlimitedWindow: 7 });
     await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
     const chunkEvents = async () =>
-      (await t.db.pool.query(`SELECT type, data, metadata FROM es.events WHERE stream_id LIKE $1 AND type = 'BulkRecipientsDispatched'`,
+      (await t.db.pool.query(`SELECT type, data, metadata FROM es.events WHERE stream_id LIKE $1 AND type = 'BulkRecipientsDispatched' ORDER BY tx_id, seq`,
         [`bulkchunk-${created.bulkId}-%`])).rows;
     const before = await chunkEvents();
     expect(before.length).toBe(5); // windows of 7, 7, 7, 7, 2
@@ -233,12 +248,52 @@ describe('bulk dispatcher', () => {
         [byEventId.get(e.metadata.eventId), created.bulkId, e.data.chunk, e.data.recipients.map((r: { index: number }) => r.index)],
       );
     }
-    expect(await flushBatches(t.services, { bulkId: created.bulkId })).toBe(14);
-    expect((await t.db.pool.query(`SELECT count(*)::int AS n FROM bulk_work.outcome_batches`)).rows[0].n).toBe(0);
+    expect(await flushBatches(t.services, { bulkId: created.bulkId })).toBe(before[0].data.recipients.length + before[1].data.recipients.length);
+    expect((await t.db.pool.query(`SELECT count(*)::int AS n FROM bulk_work.outcome_batches WHERE bulk_id = $1`, [created.bulkId])).rows[0].n).toBe(0);
     expect((await chunkEvents()).length).toBe(5);
     const outcomes = await outcomeCounts(t.db.pool, created.bulkId);
     expect(outcomes.size).toBe(30);
     expect([...outcomes.values()].every((types) => types.length === 1)).toBe(true);
+  });
+
+  it('the lease sweep completes cut-short creations and cancellations, and runs on its cron schedule', async () => {
+    const { pool } = t.db;
+    const job = (bulkId: string) => pool.query('SELECT state, cancel_requested FROM bulk_work.jobs WHERE bulk_id = $1', [bulkId]).then((r) => r.rows[0]);
+    // died before the commit point: a draft job without BulkSendCreated
+    const orphan = randomUUID();
+    await insertDraftJob(pool, {
+      bulkId: orphan, taskId: 't', companyId: BULK_CO.companyId, numberId: BULK_CO.unlimited.id, phoneNumberId: BULK_CO.unlimited.phoneNumberId,
+      templateName: 'welcome', language: 'es', template: { variables: [], buttons: [] }, chunkCount: 1, recipientCount: 1, createdAt: clock.now(),
+    });
+    // died after it: the job is still a draft
+    const late = await create(BULK_CO.unlimited.phoneNumberId, [{ phone: '+5491169900001' }]);
+    await pool.query(`UPDATE bulk_work.jobs SET state = 'draft' WHERE bulk_id = $1`, [late.bulkId]);
+    // a cancel that died between its flag and its event
+    const halfCancelled = await create(BULK_CO.unlimited.phoneNumberId, [{ phone: '+5491169900002' }]);
+    await requestCancel(pool, halfCancelled.bulkId, clock.now());
+    clock.advance(1);
+
+    const report = await sweepBulkLeases(t.services, { staleMs: 0 });
+    expect(report).toMatchObject({ draftsPromoted: 1, draftsDeleted: 1, cancelsCompleted: 1 });
+    expect(await job(orphan)).toBeUndefined();
+    expect(await job(late.bulkId)).toEqual({ state: 'queued', cancel_requested: false });
+    expect(await job(halfCancelled.bulkId)).toEqual({ state: 'cancelled', cancel_requested: true });
+    await t.services.runner.waitFor(await t.services.store.headPosition());
+    expect((await storedCounters(pool, halfCancelled.bulkId)).pending_count).toBe(1);
+    expect(await waitForBulk(pool, BULK_CO.companyId, halfCancelled.bulkId, (b) => b.status === 'CANCELLED')).toBeDefined();
+    dispatcher();
+    expect(await waitForBulk(pool, BULK_CO.companyId, late.bulkId, finished)).toMatchObject({ status: 'COMPLETED', sentCount: 1 });
+
+    // on its schedule (every second here)
+    const again = randomUUID();
+    await insertDraftJob(pool, { ...(await getJob(pool, late.bulkId))!, bulkId: again, createdAt: new Date(clock.t - 1) });
+    const cron = startBulkLeaseCron(t.services, { schedule: '* * * * * *', staleMs: 0 });
+    try {
+      for (let i = 0; i < 150 && (await job(again)); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(await job(again)).toBeUndefined();
+    } finally {
+      await cron.stop();
+    }
   });
 
   it('applies delivery statuses to bulk recipients; counters match the rows at every step', async () => {

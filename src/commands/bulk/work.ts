@@ -355,16 +355,6 @@ export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { n
   }
 }
 
-/** Quota of a number right now, as the dispatcher counts it (read models + its own sent/in-flight rows). */
-export async function windowUse(pool: Pool, numberId: number, now: Date): Promise<number> {
-  const since = new Date(now.getTime() - QUOTA_WINDOW_MS);
-  const r = await pool.query<{ n: number }>(
-    sql(`SELECT count(DISTINCT u.r)::int AS n FROM (${WINDOW_UNION}) u`, { number: 1, since: 2 }),
-    [numberId, since],
-  );
-  return r.rows[0].n;
-}
-
 // ---------------------------------------------------------------- outcomes (in_flight → sent | failed | pending)
 
 export type Outcome =

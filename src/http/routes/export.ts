@@ -72,21 +72,19 @@ export function parseInstant(raw: string): Date | undefined {
   return new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
 }
 
-function single(name: string, value: string | undefined): string | undefined {
-  return value === undefined ? undefined : value.trim();
-}
+const trimmed = (value: string | undefined): string | undefined => (value === undefined ? undefined : value.trim());
 
 /** Every query rule of the spec; each violation is a 400 INVALID_PARAMETER that names the parameter. */
 export function parseExportQuery(q: Query): ParsedExportQuery {
-  const companyRaw = single('company_id', q.company_id);
+  const companyRaw = trimmed(q.company_id);
   if (!companyRaw) throw invalid('company_id is required');
   const companyIds = idList('company_id', companyRaw, MAX_COMPANIES);
 
-  const fromRaw = single('from', q.from);
+  const fromRaw = trimmed(q.from);
   if (!fromRaw) throw invalid('from is required (ISO 8601)');
   const from = parseInstant(fromRaw);
   if (!from) throw invalid('from must be an ISO 8601 date or date-time');
-  const toRaw = single('to', q.to);
+  const toRaw = trimmed(q.to);
   if (!toRaw) throw invalid('to is required (ISO 8601)');
   const to = parseInstant(toRaw);
   if (!to) throw invalid('to must be an ISO 8601 date or date-time');
@@ -94,7 +92,7 @@ export function parseExportQuery(q: Query): ParsedExportQuery {
   if (to.getTime() - from.getTime() > MAX_RANGE_MS) throw invalid('from..to spans more than 31 days: to must be at most 31 days after from');
 
   let limit = DEFAULT_LIMIT;
-  const limitRaw = single('limit', q.limit);
+  const limitRaw = trimmed(q.limit);
   if (limitRaw !== undefined) {
     if (!/^\d{1,6}$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > MAX_LIMIT) {
       throw invalid(`limit must be an integer from 1 to ${MAX_LIMIT}`);
@@ -102,15 +100,15 @@ export function parseExportQuery(q: Query): ParsedExportQuery {
     limit = Number(limitRaw);
   }
 
-  const channelRaw = single('channel', q.channel) || 'all';
+  const channelRaw = trimmed(q.channel) || 'all';
   if (channelRaw !== 'all' && !(channelRaw in CHANNEL_GROUPS)) throw invalid('channel must be one of msgapp, photoapp, socialmsg, all');
   const channels = channelRaw === 'all' ? null : CHANNEL_GROUPS[channelRaw as keyof typeof CHANNEL_GROUPS];
 
-  const directionRaw = single('direction', q.direction) || 'all';
+  const directionRaw = trimmed(q.direction) || 'all';
   if (!['incoming', 'outgoing', 'all'].includes(directionRaw)) throw invalid('direction must be one of incoming, outgoing, all');
   const direction = directionRaw === 'incoming' ? 'inbound' : directionRaw === 'outgoing' ? 'outbound' : null;
 
-  const agentRaw = single('agent_id', q.agent_id);
+  const agentRaw = trimmed(q.agent_id);
   const agentIds = agentRaw ? idList('agent_id', agentRaw, MAX_AGENTS) : null;
 
   const include: ExportInclude = { classifications: true, extractions: false, toolCalls: false, traceId: false };
@@ -128,7 +126,7 @@ export function parseExportQuery(q: Query): ParsedExportQuery {
     }
   }
 
-  const cursor = single('cursor', q.cursor) || undefined;
+  const cursor = trimmed(q.cursor) || undefined;
   return { filters: { companyIds, from, to, channels, direction, agentIds }, include, limit, cursor };
 }
 

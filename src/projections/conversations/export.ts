@@ -5,9 +5,11 @@ import { type CursorState, type ExportCursorCodec, type ExportFilters, type Expo
 import { CONVERSATIONS_SCHEMA } from './projection';
 
 // The qualitative export's query and stream (GET /api/v1/qualitative-export/messages; docs/export.md).
-// Rows come from a server-side cursor (DECLARE … / FETCH n in a read-only transaction) and are turned into
-// NDJSON lines batch by batch, only as fast as the client reads (Readable backpressure): memory stays flat in
-// the number of rows. Values arrive as raw text (no per-column parsing) and the lines are assembled directly.
+// Rows come from a server-side cursor (DECLARE … / FETCH n in a read-only transaction); the next FETCH is sent
+// only when the HTTP response wants more (Readable backpressure), and each row is written as an NDJSON line
+// into byte chunks the moment it arrives: memory stays flat in the number of rows. Postgres assembles the
+// parts of a line that need no anonymization (JSON escaping included); Node adds the anonymized ids and the
+// metadata. Values arrive as raw text (no per-column parsing).
 
 export interface ExportInclude {
   classifications: boolean;
@@ -162,9 +164,23 @@ class ChunkWriter {
     if (n > this.buf.length) this.buf = Buffer.allocUnsafe(n);
   }
 
-  /** ASCII only (constants, ids, digits) */
+  /** ASCII only (ids, enum values, digits); short strings by hand: cheaper than a call into Buffer#write */
   ascii(s: string): void {
-    this.pos += this.buf.write(s, this.pos, 'latin1');
+    const n = s.length;
+    if (n > 64) {
+      this.pos += this.buf.write(s, this.pos, 'latin1');
+      return;
+    }
+    const b = this.buf;
+    let p = this.pos;
+    for (let i = 0; i < n; i++) b[p++] = s.charCodeAt(i);
+    this.pos = p;
+  }
+
+  /** pre-encoded bytes (the constant parts of a line) */
+  bytes(a: Uint8Array): void {
+    this.buf.set(a, this.pos);
+    this.pos += a.length;
   }
 
   utf8(s: string): void {
@@ -212,10 +228,28 @@ export function isoFromPg(s: string): string {
 /** Bytes a row can take at most, besides its two Postgres-assembled fragments (UTF-8: ≤ 3 bytes per unit). */
 const ROW_FIXED_BYTES = 1024;
 
+const enc = (s: string): Uint8Array => Buffer.from(s, 'latin1');
+const L = {
+  messageId: enc('{"message_id":"'),
+  conversationId: enc('","conversation_id":"'),
+  occurredAt: enc('","occurred_at":"'),
+  channel: enc('","channel":"'),
+  direction: enc('","direction":"'),
+  authorType: enc('","author":{"type":"'),
+  authorId: enc('","id":'),
+  nullComma: enc('null,'),
+  quote: enc('"'),
+  quoteComma: enc('",'),
+  replyTo: enc(',"context":{"reply_to_message_id":'),
+  null: enc('null'),
+  threadPosition: enc(',"thread_position":null}'),
+  end: enc('}\n'),
+};
+
 class LineFormatter {
   private readonly anon: Anonymizers;
   /** per company: `,"metadata":{…}` for the current batch's exported_at */
-  private readonly metadata = new Map<string, string>();
+  private readonly metadata = new Map<string, Uint8Array>();
   private exportedAt = '';
 
   constructor(secret: string) {
@@ -231,49 +265,49 @@ class LineFormatter {
     }
     let metadata = this.metadata.get(companyId);
     if (metadata === undefined) {
-      metadata = `,"metadata":{"client_id":"${a.clientId}","company_id":${companyId},"exported_at":"${exportedAt}","schema_version":"${SCHEMA_VERSION}"}`;
+      metadata = enc(`,"metadata":{"client_id":"${a.clientId}","company_id":${companyId},"exported_at":"${exportedAt}","schema_version":"${SCHEMA_VERSION}"}`);
       this.metadata.set(companyId, metadata);
     }
     const middle = r[C.middle]!;
     const optional = r[C.optional]!;
     w.reserve(ROW_FIXED_BYTES + 3 * (middle.length + optional.length));
 
-    w.ascii('{"message_id":"');
+    w.bytes(L.messageId);
     w.pos = a.writeMessage(r[C.messageId]!, w.buffer, w.pos);
-    w.ascii('","conversation_id":"');
+    w.bytes(L.conversationId);
     w.ascii(a.id('conversation', r[C.conversationId]!));
-    w.ascii('","occurred_at":"');
+    w.bytes(L.occurredAt);
     writeIso(w, r[C.occurredAt]!);
-    w.ascii('","channel":"');
+    w.bytes(L.channel);
     w.ascii(r[C.channel]!);
-    w.ascii('","direction":"');
+    w.bytes(L.direction);
     w.ascii(r[C.direction]!);
-    w.ascii('","author":{"type":"');
+    w.bytes(L.authorType);
     const authorType = r[C.authorType]!;
     w.ascii(authorType);
-    w.ascii('","id":');
+    w.bytes(L.authorId);
     const ref = r[C.authorRef];
     // a contact the platform did not identify is pseudonymized by its phone, when known
     const kind = ref === null ? null : authorType === 'contact' ? 'contact' : authorType === 'agent' ? 'agent' : authorType === 'human_operator' ? 'operator' : null;
-    if (kind === null) w.ascii('null,');
+    if (kind === null) w.bytes(L.nullComma);
     else {
-      w.ascii('"');
+      w.bytes(L.quote);
       w.ascii(a.id(kind, ref!));
-      w.ascii('",');
+      w.bytes(L.quoteComma);
     }
     w.utf8(middle);
-    w.ascii(',"context":{"reply_to_message_id":');
+    w.bytes(L.replyTo);
     const replyTo = r[C.replyTo];
-    if (replyTo === null) w.ascii('null');
+    if (replyTo === null) w.bytes(L.null);
     else {
-      w.ascii('"');
+      w.bytes(L.quote);
       w.pos = a.writeMessage(replyTo, w.buffer, w.pos);
-      w.ascii('"');
+      w.bytes(L.quote);
     }
-    w.ascii(',"thread_position":null}');
-    w.ascii(metadata);
+    w.bytes(L.threadPosition);
+    w.bytes(metadata);
     w.utf8(optional);
-    w.ascii('}\n');
+    w.bytes(L.end);
   }
 }
 
@@ -288,7 +322,7 @@ export const MID_STREAM_ERROR = {
  * database client: it releases it when the page ends, fails, or the stream is destroyed (client gone).
  */
 export async function openMessageExport(deps: ExportDeps, req: ExportRequest): Promise<Readable> {
-  const fetchSize = deps.fetchSize ?? Number(process.env.XFETCH ?? 1000);
+  const fetchSize = deps.fetchSize ?? 1000;
   const client = await deps.pool.connect();
   // A connection lost while no query runs (the client idles between FETCHes while the HTTP client reads) is
   // reported as an 'error' event on the checked-out client: without a listener it would crash the process.
@@ -349,7 +383,7 @@ class MessageExportStream extends Readable {
     private readonly deps: ExportDeps,
     private readonly req: ExportRequest,
   ) {
-    super({ highWaterMark: Number(process.env.XHWM ?? 256 * 1024) });
+    super({ highWaterMark: 128 * 1024 });
     this.formatter = new LineFormatter(deps.anonymizationSecret);
     this.writer = new ChunkWriter((chunk) => this.push(chunk));
   }
@@ -392,7 +426,7 @@ class MessageExportStream extends Readable {
     }
   }
 
-  /** One FETCH; its rows are formatted into \`out\` as they arrive. Resolves with the number of rows received. */
+  /** One FETCH; its rows are written out as they arrive. Resolves with the number of rows received. */
   private fetch(): Promise<number> {
     const exportedAt = this.deps.now().toISOString();
     const p = new Promise<number>((resolve, reject) => {

@@ -1,0 +1,204 @@
+// Soak (issue #8, `npm run bench:soak`; docs/reliability.md): one process with HTTP + projection runner + workers
+// (in-process transport, sandbox provider, embedded or DATABASE_URL Postgres) listening on 127.0.0.1 only. For
+// SOAK_SECONDS (default 600) SOAK_CONCURRENCY loops mix single sends, bulk creations, contact upserts, lookups,
+// exports and signed webhooks (each status sent twice, in shuffled order). Emits JSON lines: throughput, p50/p99 per
+// endpoint, answers by status, RSS over time, then the consistency checks: one outcome per bulk recipient, each
+// (message, status) recorded at most once and every sent `read` applied, projections equal to a fresh rebuild.
+import pino from 'pino';
+import { PostgresEventStore } from '../src/adapters/event-store/postgres';
+import { InProcessTransport } from '../src/adapters/in-process/transport';
+import { seedFixture } from '../src/commands/provisioning/seed';
+import { loadConfig } from '../src/config';
+import { buildApp } from '../src/http/app';
+import { assembleServices } from '../src/main';
+import { checksumProjection, rebuildProjection } from '../src/projections/rebuild';
+import { allProjections } from '../src/projections/registry';
+import { signWebhook, statusWebhook } from '../src/shared/provider-webhook';
+import { startWorkers } from '../src/workers';
+import { benchDatabase, emit, log, round } from './support';
+
+const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
+const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 8);
+const KEY = 'sbk_soak0000aaaaaaaaaaaaaaaaaaaaaaaaa';
+const NUMBER = '910000000000001';
+const APP_SECRET = 'soak-app-secret';
+const PEPPER = 'soak-pepper-0123456789abcdef';
+const ANON = 'soak-anonymization-secret-0123456789';
+
+const fixture = {
+  companies: [{
+    id: 1, name: 'Soak Co', email: 's@soak.example', phone: '+541100000000', website: 'https://soak.example', address: 'x',
+    description: 'soak', timezone: 'America/Argentina/Buenos_Aires', companySize: 'SMALL', companyTypes: ['ECOMMERCE'], categories: [],
+    users: [{ id: 1, email: 'ops@soak.example', first_name: 'O', last_name: 'P' }],
+    apiKeys: [{ name: 'soak', key: KEY, userId: 1, active: true, expiresAt: null }],
+    contactLists: [{ id: 1, name: 'All', isDefault: true, customFields: [
+      { id: 1, key: 'plan', name: 'Plan', fieldType: 'selector', options: ['basic', 'gold'], required: false, group: null },
+    ] }],
+    contacts: [], branches: [], holidays: [], agents: [], operators: [],
+    phoneNumbers: [{
+      id: 1, phoneNumberId: NUMBER, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Soak', businessName: 'Soak SA',
+      isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN',
+      templates: [{ id: 1, name: 'welcome', language: 'es', category: 'MARKETING', status: 'APPROVED', variables: [], buttons: [] }],
+    }],
+  }],
+  globalKeys: [],
+};
+
+type Kind = 'send' | 'bulk' | 'upsert' | 'lookup' | 'contact_get' | 'export' | 'webhook' | 'bulk_detail';
+const lat = new Map<Kind, number[]>();
+const byStatus = new Map<string, number>();
+const pct = (xs: number[], p: number) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+async function main(): Promise<void> {
+  const db = await benchDatabase('soak');
+  const config = loadConfig({
+    DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
+    PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'soak',
+  });
+  const transport = new InProcessTransport();
+  const store = new PostgresEventStore(db.pool);
+  const services = assembleServices({
+    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store, transport, logger: pino({ level: 'silent' }),
+  });
+  await services.runner.start();
+  await seedFixture(services, fixture, { actor: 'soak' });
+  const workers = await startWorkers(services, { role: 'serve' });
+  const app = await buildApp(services);
+  const address = await app.listen({ host: '127.0.0.1', port: 0 });
+  log(`soak: ${SECONDS} s, ${CONCURRENCY} loops against ${address}`);
+
+  const messages: string[] = [];
+  const readSent = new Set<string>();
+  const bulks: string[] = [];
+  let seq = 0;
+  const call = async (kind: Kind, method: string, path: string, body?: string, headers: Record<string, string> = {}) => {
+    const t0 = performance.now();
+    let status = 'error';
+    let text = '';
+    try {
+      const res = await fetch(`${address}${path}`, {
+        method, body, signal: AbortSignal.timeout(60_000),
+        headers: { 'x-api-key': KEY, ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
+      });
+      text = await res.text();
+      status = String(res.status);
+    } catch (err) {
+      status = `error:${(err as Error).name}`;
+    }
+    (lat.get(kind) ?? lat.set(kind, []).get(kind)!).push(performance.now() - t0);
+    const k = `${kind} ${status}`;
+    byStatus.set(k, (byStatus.get(k) ?? 0) + 1);
+    return { status, text };
+  };
+  const phone = (n: number) => `+54911${String(10_000_000 + (n % 5_000_000)).padStart(8, '0')}`;
+  const webhook = async (ids: string[]) => {
+    const at = Math.floor(Date.now() / 1000);
+    const notes = ids.flatMap((id) => (['delivered', 'read'] as const).map((status, k) => ({ phoneNumberId: NUMBER, providerMessageId: id, status, timestamp: String(at + k), recipientId: '5491100000000' })));
+    const batch = [...notes, ...notes].sort(() => Math.random() - 0.5); // duplicates and reordering
+    const raw = JSON.stringify(statusWebhook(batch));
+    const r = await call('webhook', 'POST', '/webhooks/provider', raw, { 'x-hub-signature-256': signWebhook(APP_SECRET, raw) });
+    if (r.status === '200') for (const id of ids) readSent.add(id);
+  };
+
+  const started = Date.now();
+  const deadline = started + SECONDS * 1000;
+  const rss: Array<{ t: number; mb: number }> = [];
+  const sampler = setInterval(() => rss.push({ t: Math.round((Date.now() - started) / 1000), mb: round(process.memoryUsage().rss / 1048576) }), 10_000);
+  const loop = async () => {
+    while (Date.now() < deadline) {
+      const n = seq++;
+      const r = n % 20;
+      if (r < 6) {
+        const res = await call('send', 'POST', '/api/v1/platform-templates/send/', JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipient_phone: phone(n) }));
+        if (res.status === '200') messages.push(JSON.parse(res.text).message_id);
+      } else if (r === 6) {
+        const recipients = Array.from({ length: 20 }, (_, i) => ({ phone: phone(n * 20 + i) }));
+        recipients.push(recipients[0]); // a duplicate, removed by the service
+        const res = await call('bulk', 'POST', '/api/v1/platform-templates/send-bulk/', JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipients }));
+        if (res.status === '202') bulks.push(JSON.parse(res.text).bulk_send_id);
+      } else if (r < 10) {
+        await call('upsert', 'POST', '/api/v1/external/contacts/upsert/', JSON.stringify({ phone: phone(n % 500), full_name: `Soak ${n % 500}`, custom_fields: [{ key: 'plan', value: [n % 2 ? 'gold' : 'basic'] }] }));
+      } else if (r < 13) {
+        await call('lookup', 'GET', `/api/v1/contact-lookup/?phone=${encodeURIComponent(phone(n % 500))}`);
+      } else if (r === 13) {
+        await call('contact_get', 'GET', `/api/v1/external/contacts/?phone=${encodeURIComponent(phone(n % 500))}`);
+      } else if (r === 14) {
+        const to = new Date();
+        const from = new Date(to.getTime() - 7 * 86_400_000);
+        await call('export', 'GET', `/api/v1/qualitative-export/messages?company_id=1&from=${from.toISOString()}&to=${to.toISOString()}&limit=100`);
+      } else if (r === 15 && bulks.length) {
+        await call('bulk_detail', 'GET', `/api/v1/platform-templates/bulk-sends/${bulks[n % bulks.length]}/`);
+      } else if (messages.length >= 4) {
+        await webhook(messages.splice(0, 4));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, loop));
+  clearInterval(sampler);
+  const elapsed = (Date.now() - started) / 1000;
+  if (messages.length) await webhook(messages.splice(0));
+
+  // settle: bulks finished, every `read` sent applied (bounded)
+  const settleDeadline = Date.now() + 300_000;
+  const unfinished = async () => (await db.pool.query(`SELECT count(*)::int AS n FROM rm_bulk.bulk_sends WHERE status NOT IN ('COMPLETED','PARTIAL','FAILED','CANCELLED')`).catch(() => ({ rows: [{ n: -1 }] }))).rows[0].n;
+  const unread = async () => (await db.pool.query(`SELECT count(*)::int AS n FROM unnest($1::text[]) id WHERE NOT EXISTS (SELECT 1 FROM es.events e WHERE e.type = 'DeliveryStatusRecorded' AND e.data->>'providerMessageId' = id AND e.data->>'status' = 'read')`, [[...readSent]])).rows[0].n;
+  while (Date.now() < settleDeadline && ((await unfinished()) !== 0 || (await unread()) !== 0)) await new Promise((r) => setTimeout(r, 500));
+
+  const requests = [...byStatus.values()].reduce((a, b) => a + b, 0);
+  const fivexx = [...byStatus].filter(([k]) => / (5\d\d|error)/.test(k)).reduce((a, [, v]) => a + v, 0);
+  emit({ bench: 'soak', metric: 'requests', value: requests, unit: 'requests', seconds: round(elapsed), concurrency: CONCURRENCY });
+  emit({ bench: 'soak', metric: 'throughput', value: round(requests / elapsed), unit: 'req/s' });
+  emit({ bench: 'soak', metric: '5xx_or_transport_errors', value: fivexx, unit: 'requests', budget: 0, ok: fivexx === 0 });
+  emit({ bench: 'soak', metric: 'answers_by_status', value: requests, unit: 'requests', by_status: Object.fromEntries([...byStatus].sort()) });
+  for (const [kind, xs] of [...lat].sort()) {
+    emit({ bench: 'soak', metric: `${kind}_p50`, value: round(pct(xs, 50), 2), unit: 'ms', count: xs.length });
+    emit({ bench: 'soak', metric: `${kind}_p99`, value: round(pct(xs, 99), 2), unit: 'ms', count: xs.length });
+  }
+  emit({ bench: 'soak', metric: 'rss_max', value: Math.max(0, ...rss.map((s) => s.mb)), unit: 'MB', samples: rss });
+
+  // consistency
+  const bulkRecipients = await db.pool.query<{ expected: number; outcomes: number; dup: number }>(`
+    WITH o AS (SELECT e.data->>'bulkId' AS bulk, (r->>'index')::int AS idx, count(*) AS n FROM es.events e, jsonb_array_elements(e.data->'recipients') r
+                WHERE e.type IN ('BulkRecipientsDispatched','BulkRecipientsRejected') GROUP BY 1, 2)
+    SELECT (SELECT coalesce(sum(total_unique), 0)::int FROM (SELECT (data->>'uniqueRecipients')::int AS total_unique FROM es.events WHERE type = 'BulkSendCreated') x) AS expected,
+           (SELECT count(*)::int FROM o) AS outcomes, (SELECT count(*)::int FROM o WHERE n > 1) AS dup`).catch(async () => {
+    const r = await db.pool.query<{ outcomes: number; dup: number }>(`WITH o AS (SELECT e.data->>'bulkId' AS bulk, (r->>'index')::int AS idx, count(*) AS n FROM es.events e, jsonb_array_elements(e.data->'recipients') r
+                WHERE e.type IN ('BulkRecipientsDispatched','BulkRecipientsRejected') GROUP BY 1, 2) SELECT count(*)::int AS outcomes, count(*) FILTER (WHERE n > 1)::int AS dup FROM o`);
+    return { rows: [{ expected: -1, ...r.rows[0] }] };
+  });
+  const br = bulkRecipients.rows[0];
+  const statusDup = (await db.pool.query(`SELECT count(*)::int AS n FROM (SELECT 1 FROM es.events WHERE type = 'DeliveryStatusRecorded' GROUP BY data->>'providerMessageId', data->>'status' HAVING count(*) > 1) x`)).rows[0].n;
+  const lost = await unread();
+  const notFinished = await unfinished();
+  emit({ bench: 'soak', metric: 'bulk_recipients_duplicated_outcomes', value: br.dup, unit: 'recipients', budget: 0, ok: br.dup === 0, bulks: bulks.length, outcomes: br.outcomes, expected: br.expected, unfinished_bulks: notFinished });
+  emit({ bench: 'soak', metric: 'bulk_recipients_without_outcome', value: br.expected >= 0 ? br.expected - br.outcomes : -1, unit: 'recipients', budget: 0, ok: br.expected === br.outcomes });
+  emit({ bench: 'soak', metric: 'webhook_statuses_duplicated', value: statusDup, unit: 'statuses', budget: 0, ok: statusDup === 0 });
+  emit({ bench: 'soak', metric: 'webhook_reads_lost', value: lost, unit: 'messages', budget: 0, ok: lost === 0, reads_sent: readSent.size });
+
+  await app.close();
+  await workers.stop();
+  await services.runner.stop();
+  let differing = 0;
+  for (const p of allProjections) {
+    const before = await checksumProjection(db.pool, p);
+    await rebuildProjection(db.pool, store, p, {});
+    const after = await checksumProjection(db.pool, p);
+    if (before !== after) {
+      differing++;
+      log(`projection ${p.name} differs from a fresh rebuild`);
+    }
+  }
+  emit({ bench: 'soak', metric: 'projections_differing_from_rebuild', value: differing, unit: 'projections', budget: 0, ok: differing === 0, projections: allProjections.length });
+  await transport.close();
+  await store.close();
+  await db.close();
+}
+
+main().then(() => process.exit(0), (err) => {
+  process.stderr.write(`soak failed: ${err?.stack ?? err}\n`);
+  process.exit(1);
+});

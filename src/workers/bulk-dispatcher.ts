@@ -200,11 +200,6 @@ export class BulkDispatcher {
     this.wake?.();
   }
 
-  /** Resolves once this dispatcher has nothing running (tests). */
-  async idle(): Promise<void> {
-    while (this.numberTasks.size > 0) await Promise.allSettled([...this.numberTasks.values()]);
-  }
-
   private detach(): void {
     bulkSignals.off('kick', this.onKick);
     bulkSignals.off('cancel', this.onCancel);
@@ -412,8 +407,8 @@ export class BulkDispatcher {
           return { didWork: true, next: 'next-job' };
         }
         if (progress.inFlight === 0 && progress.delayed > 0 && progress.delayed === progress.pending && progress.nextAttemptAt) {
-          // only retries remain: wait for the first of them
-          await this.sleep(Math.max(1, Math.min(progress.nextAttemptAt.getTime() - this.now().getTime(), this.o.maxRetryDelayMs)));
+          // only retries remain: wait for the first of them (in slices of at most a second, so stop() is prompt)
+          await this.sleep(Math.max(1, Math.min(progress.nextAttemptAt.getTime() - this.now().getTime(), 1000)));
           continue;
         }
         // the rest is in flight at another dispatcher (or locked by one): look again on the next poll

@@ -95,7 +95,7 @@ export const accountsProjection: Projection = {
     if (event.type === 'BulkRecipientsDispatched') {
       // [bulk sends, issue 5] same rule as a single send: one unique recipient per number in the rolling 24 h
       const d = event.data as { numberId: number; recipients: Array<{ recipientE164: string; at: string }> };
-      for (const r of d.recipients) await recordQuotaUse(tx, { numberId: d.numberId, recipient: r.recipientE164, at: r.at });
+      await recordQuotaUses(tx, d.numberId, d.recipients.map((r) => ({ recipient: r.recipientE164, at: r.at })));
       return;
     }
     if (event.type === 'CompanyRegistered' || event.type === 'CompanyProfileChanged') {
@@ -224,5 +224,57 @@ export async function recordQuotaUse(tx: PoolClient, use: { numberId: number; re
     // a new minute for this number: drop what no window can reach any more (relative to the event's time)
     await tx.query(`DELETE FROM quota_minutes WHERE number_id = $1 AND minute < $2::timestamptz - interval '${PRUNE_AFTER}'`, [use.numberId, at]);
     await tx.query(`DELETE FROM quota_recipients WHERE number_id = $1 AND last_sent_at < $2::timestamptz - interval '${PRUNE_AFTER}'`, [use.numberId, at]);
+  }
+}
+
+/**
+ * [bulk sends, issue 5] The set-based twin of `recordQuotaUse` for many uses of one number (a bulk dispatch
+ * window, up to a few hundred recipients): the same rows end up in `quota_recipients` and `quota_minutes`
+ * (test/integration/bulk-quota.test.ts compares both functions on random uses) in four statements instead of
+ * about five per recipient, so a 100k bulk does not keep this projection's batches (and, through them, the
+ * event store's read horizon) busy for minutes. Keep the two in step.
+ */
+export async function recordQuotaUses(
+  tx: PoolClient,
+  numberId: number,
+  uses: ReadonlyArray<{ recipient: string; at: string | Date }>,
+): Promise<void> {
+  if (uses.length === 0) return;
+  const r = await tx.query<{ changed: number; fresh_at: Date | null; company_id: number | null }>(
+    `WITH u AS (
+       SELECT recipient, max(at) AS at FROM unnest($2::text[], $3::timestamptz[]) AS x(recipient, at) GROUP BY recipient),
+     prev AS (
+       SELECT q.recipient, q.last_sent_at FROM quota_recipients q WHERE q.number_id = $1 AND q.recipient = ANY($2::text[])),
+     changed AS (
+       SELECT u.recipient, u.at, p.last_sent_at AS before FROM u LEFT JOIN prev p ON p.recipient = u.recipient
+        WHERE p.last_sent_at IS NULL OR p.last_sent_at < u.at),
+     kept AS (
+       INSERT INTO quota_recipients (number_id, recipient, last_sent_at) SELECT $1, recipient, at FROM changed
+       ON CONFLICT (number_id, recipient) DO UPDATE SET last_sent_at = EXCLUDED.last_sent_at RETURNING 1),
+     delta AS (
+       SELECT minute, sum(d)::int AS d, min(at) FILTER (WHERE d > 0) AS first_at FROM (
+         SELECT date_trunc('minute', at) AS minute, 1 AS d, at FROM changed
+         UNION ALL SELECT date_trunc('minute', before), -1, NULL FROM changed WHERE before IS NOT NULL) x
+       GROUP BY minute HAVING sum(d) <> 0),
+     dec AS (
+       UPDATE quota_minutes m SET recipients = m.recipients + delta.d FROM delta
+        WHERE delta.d < 0 AND m.number_id = $1 AND m.minute = delta.minute RETURNING 1),
+     inc AS (
+       INSERT INTO quota_minutes (number_id, minute, recipients) SELECT $1, minute, d FROM delta WHERE d > 0
+       ON CONFLICT (number_id, minute) DO UPDATE SET recipients = quota_minutes.recipients + EXCLUDED.recipients
+       RETURNING (xmax = 0) AS fresh, minute)
+     SELECT (SELECT count(*)::int FROM changed) AS changed,
+            (SELECT max(delta.first_at) FROM inc JOIN delta ON delta.minute = inc.minute WHERE inc.fresh) AS fresh_at,
+            (SELECT company_id FROM numbers WHERE number_id = $1) AS company_id`,
+    [numberId, uses.map((x) => x.recipient), uses.map((x) => new Date(x.at))],
+  );
+  const row = r.rows[0];
+  if (row.changed === 0) return;
+  await tx.query('SELECT pg_notify($1, $2)', [ACCOUNTS_CHANGED_CHANNEL, String(row.company_id ?? '*')]);
+  markChanging(ACCOUNTS_CHANGED_CHANNEL, row.company_id ?? '*');
+  if (row.fresh_at) {
+    // a new minute for this number: drop what no window can reach any more (relative to the event's time)
+    await tx.query(`DELETE FROM quota_minutes WHERE number_id = $1 AND minute < $2::timestamptz - interval '${PRUNE_AFTER}'`, [numberId, row.fresh_at]);
+    await tx.query(`DELETE FROM quota_recipients WHERE number_id = $1 AND last_sent_at < $2::timestamptz - interval '${PRUNE_AFTER}'`, [numberId, row.fresh_at]);
   }
 }

@@ -44,6 +44,12 @@ export class ApiKeyCache {
     }
   }
 
+  /** Drops everything (a key changed in this process: exact, no notification delay). */
+  invalidateAll(): void {
+    this.generation++;
+    this.entries.clear();
+  }
+
   async lookup(hash: string): Promise<ApiKeyRecord | undefined> {
     if (this.client && this.entries.has(hash)) return this.entries.get(hash) ?? undefined;
     const listeningBefore = this.client;

@@ -8,6 +8,7 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import type { Services } from '../services';
+import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
 import { fieldErrors, registerErrorHandling } from './errors';
 import { registerRoutes } from './routes';
@@ -49,6 +50,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     pepper: services.secrets.apiKeyPepper,
     prefix: services.config.apiKeyPrefix,
     now: services.now,
+    onKeysChanged: (listener) => services.runner.onBatchCommitted((name) => name === apiKeysProjection.name && listener()),
   });
 
   // Postgres text and jsonb cannot hold U+0000 nor an unpaired UTF-16 surrogate (JSON "\ud800"): one anywhere in the

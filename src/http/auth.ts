@@ -35,12 +35,18 @@ export interface AuthDeps {
   pepper: string;
   prefix: string;
   now: () => Date;
+  /** subscribes to "API keys changed in this process" (the local projection runner), for exact invalidation */
+  onKeysChanged?: (listener: () => void) => () => void;
 }
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   const cache = new ApiKeyCache(deps.pool);
+  const unsubscribe = deps.onKeysChanged?.(() => cache.invalidateAll());
   app.addHook('onReady', () => cache.start());
-  app.addHook('onClose', () => cache.stop());
+  app.addHook('onClose', async () => {
+    unsubscribe?.();
+    await cache.stop();
+  });
   app.decorateRequest('apiKey', null);
   app.decorate('authenticate', async (request: FastifyRequest, policy: AuthPolicy) => {
     const key = await resolveKey(request, deps, cache);

@@ -36,6 +36,7 @@ export class ProjectionRunner {
   private readonly positions = new Map<string, Position>();
   private readonly lockedElsewhere = new Set<string>();
   private readonly advanced = new EventEmitter();
+  private readonly committed = new EventEmitter();
   private readonly wakers = new Map<string, () => void>();
   /**
    * Read past events the projection does not handle, without writing its checkpoint yet: valid only while the
@@ -59,6 +60,7 @@ export class ProjectionRunner {
     this.batchSize = options.batchSize ?? 1000;
     this.pollMs = options.pollMs ?? 100;
     this.advanced.setMaxListeners(0);
+    this.committed.setMaxListeners(0);
   }
 
   /** Creates missing read models (without advancing them). */
@@ -88,6 +90,12 @@ export class ProjectionRunner {
       await this.pool.query(`UPDATE projections.checkpoints SET position = $3, updated_at = now() WHERE name = $1 AND position = $2`, [name, s.storedAt, s.readTo]);
     }
     this.unpersisted.clear();
+  }
+
+  /** Called synchronously after this process commits a batch of a projection (before waiters resume). */
+  onBatchCommitted(listener: (projection: string) => void): () => void {
+    this.committed.on('committed', listener);
+    return () => this.committed.off('committed', listener);
   }
 
   kick(): void {
@@ -225,6 +233,8 @@ export class ProjectionRunner {
         [p.name, batch.nextPosition],
       );
       await client.query('COMMIT');
+      // Before waking read-your-writes waiters: in-process caches of this read model drop what they hold.
+      if (batch.events.length > 0) this.committed.emit('committed', p.name);
       this.positions.set(p.name, batch.nextPosition);
       this.advanced.emit('advanced');
       return batch.events.length;

@@ -1,4 +1,5 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
+import { PgListener } from '../shared/pg-listener';
 import { type ApiKeyRecord, API_KEYS_CHANGED_CHANNEL, findApiKeyByHash } from '../projections/apikeys/projection';
 
 /**
@@ -12,36 +13,32 @@ export class ApiKeyCache {
   private readonly entries = new Map<string, ApiKeyRecord | null>();
   /** bumped by every notification: a lookup that overlapped one may have read a stale row */
   private generation = 0;
-  private client: PoolClient | undefined;
-  private stopped = false;
-  private reconnectTimer: NodeJS.Timeout | undefined;
+  private readonly listener: PgListener;
 
   constructor(
     private readonly pool: Pool,
     private readonly maxEntries = 10_000,
-  ) {}
-
-  get active(): boolean {
-    return this.client !== undefined;
+  ) {
+    this.listener = new PgListener(pool, [API_KEYS_CHANGED_CHANNEL], {
+      onNotify: (_channel, hash) => {
+        this.generation++;
+        if (hash) this.entries.delete(hash);
+        else this.entries.clear();
+      },
+      onReset: () => this.invalidateAll(),
+    });
   }
 
-  async start(): Promise<void> {
-    this.stopped = false;
-    try {
-      const client = await this.pool.connect();
-      client.on('notification', (msg) => {
-        this.generation++;
-        if (msg.payload) this.entries.delete(msg.payload);
-        else this.entries.clear();
-      });
-      client.on('error', () => this.lost(client));
-      client.on('end', () => this.lost(client));
-      await client.query(`LISTEN ${API_KEYS_CHANGED_CHANNEL}`);
-      this.entries.clear(); // anything cached before we listened may be stale
-      this.client = client;
-    } catch {
-      this.scheduleReconnect();
-    }
+  get active(): boolean {
+    return this.listener.connection !== undefined;
+  }
+
+  start(): Promise<void> {
+    return this.listener.start();
+  }
+
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 
   /** Drops everything (a key changed in this process: exact, no notification delay). */
@@ -51,42 +48,15 @@ export class ApiKeyCache {
   }
 
   async lookup(hash: string): Promise<ApiKeyRecord | undefined> {
-    if (this.client && this.entries.has(hash)) return this.entries.get(hash) ?? undefined;
-    const listeningBefore = this.client;
+    const listening = this.listener.connection;
+    if (listening && this.entries.has(hash)) return this.entries.get(hash) ?? undefined;
     const generationBefore = this.generation;
     const record = await findApiKeyByHash(this.pool, hash);
     // Cache only when we listened for the whole lookup and no change was announced meanwhile.
-    if (listeningBefore && this.client === listeningBefore && this.generation === generationBefore) {
+    if (listening && this.listener.connection === listening && this.generation === generationBefore) {
       if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
       this.entries.set(hash, record ?? null);
     }
     return record;
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.reconnectTimer);
-    const client = this.client;
-    this.client = undefined;
-    this.entries.clear();
-    if (client) {
-      await client.query(`UNLISTEN ${API_KEYS_CHANGED_CHANNEL}`).catch(() => undefined);
-      client.release();
-    }
-  }
-
-  private lost(client: PoolClient): void {
-    if (this.client !== client) return;
-    this.client = undefined;
-    this.entries.clear();
-    client.release(true);
-    this.scheduleReconnect();
-  }
-
-  private scheduleReconnect(): void {
-    if (this.stopped) return;
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => void this.start(), 1000);
-    this.reconnectTimer.unref();
   }
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
+import { PgListener } from '../shared/pg-listener';
 import { ACCOUNTS_CHANGED_CHANNEL, BUSINESS_CHANGED_CHANNEL, isChanging } from '../projections/change-signals';
 
 /**
@@ -19,44 +20,28 @@ export class ReadCache {
   /** per channel|company: bumped by every notification */
   private readonly generations = new Map<string, number>();
   private epoch = 0;
-  private client: PoolClient | undefined;
-  private stopped = false;
-  private reconnectTimer: NodeJS.Timeout | undefined;
+  private readonly listener: PgListener;
 
   constructor(
-    private readonly pool: Pool,
+    pool: Pool,
     private readonly options: { maxEntries?: number; maxAgeMs?: number } = {},
-  ) {}
+  ) {
+    this.listener = new PgListener(pool, [BUSINESS_CHANGED_CHANNEL, ACCOUNTS_CHANGED_CHANNEL], {
+      onNotify: (channel, payload) => this.invalidate(channel, payload ?? '*'),
+      onReset: () => this.clear(),
+    });
+  }
 
   get active(): boolean {
-    return this.client !== undefined;
+    return this.listener.connection !== undefined;
   }
 
-  async start(): Promise<void> {
-    this.stopped = false;
-    try {
-      const client = await this.pool.connect();
-      client.on('notification', (msg) => this.invalidate(msg.channel, msg.payload ?? '*'));
-      client.on('error', () => this.lost(client));
-      client.on('end', () => this.lost(client));
-      await client.query(`LISTEN ${BUSINESS_CHANGED_CHANNEL}; LISTEN ${ACCOUNTS_CHANGED_CHANNEL}`);
-      this.clear(); // anything cached before we listened may be stale
-      this.client = client;
-    } catch {
-      this.scheduleReconnect();
-    }
+  start(): Promise<void> {
+    return this.listener.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.reconnectTimer);
-    const client = this.client;
-    this.client = undefined;
-    this.clear();
-    if (client) {
-      await client.query(`UNLISTEN ${BUSINESS_CHANGED_CHANNEL}; UNLISTEN ${ACCOUNTS_CHANGED_CHANNEL}`).catch(() => undefined);
-      client.release();
-    }
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 
   /**
@@ -75,15 +60,15 @@ export class ReadCache {
     const company = `${channel}|${companyId}`;
     const key = `${company}|${what}`;
     const quiet = () => !isChanging(channel, companyId) && !isChanging(channel, '*');
-    if (this.client && quiet()) {
+    if (this.listener.connection && quiet()) {
       const hit = this.entries.get(key);
       if (hit && hit.expires > now && Date.now() - hit.storedAt < (this.options.maxAgeMs ?? 60_000)) return hit.value as T;
     }
-    const client = this.client;
+    const client = this.listener.connection;
     const epoch = this.epoch;
     const generation = this.generations.get(company) ?? 0;
     const value = await load();
-    if (client && this.client === client && this.epoch === epoch && (this.generations.get(company) ?? 0) === generation && quiet()) {
+    if (client && this.listener.connection === client && this.epoch === epoch && (this.generations.get(company) ?? 0) === generation && quiet()) {
       if (this.entries.size >= (this.options.maxEntries ?? 10_000)) this.entries.delete(this.entries.keys().next().value as string);
       this.entries.set(key, { value, expires: expiresAt?.(value) ?? Infinity, storedAt: Date.now() });
     }
@@ -104,21 +89,6 @@ export class ReadCache {
     this.epoch++;
     this.entries.clear();
     this.generations.clear();
-  }
-
-  private lost(client: PoolClient): void {
-    if (this.client !== client) return;
-    this.client = undefined;
-    this.clear();
-    client.release(true);
-    this.scheduleReconnect();
-  }
-
-  private scheduleReconnect(): void {
-    if (this.stopped) return;
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => void this.start(), 1000);
-    this.reconnectTimer.unref();
   }
 }
 

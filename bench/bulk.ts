@@ -8,23 +8,16 @@
 //  3. Tier pacing on the real clock: the mean gap between send starts on TIER_1000 (60 ms) and TIER_10000
 //     (6 ms) numbers, as a ratio of the tier's spacing (budget: within 5%, reported as 1 - |ratio - 1| >= 0.95).
 // BENCH_BULK_RECIPIENTS overrides the 100,000.
-import pino from 'pino';
-import { PostgresEventStore } from '../src/adapters/event-store/postgres';
-import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
-import { loadConfig } from '../src/config';
 import { buildApp } from '../src/http/app';
-import { assembleServices } from '../src/main';
 import type { MessagingProvider, SendTemplateRequest } from '../src/ports/provider';
 import { getBulkSend } from '../src/projections/bulk/queries';
 import { BulkDispatcher } from '../src/workers/bulk-dispatcher';
-import { benchDatabase, emit, log, round } from './support';
+import { benchDatabase, benchServices, emit, log, round } from './support';
 
 const RECIPIENTS = Number(process.env.BENCH_BULK_RECIPIENTS ?? 100_000);
 const KEY = 'sbk_benchbulk0aaaaaaaaaaaaaaaaaaaaaa';
-const PEPPER = 'bench-pepper-0123456789abcdef';
-const ANON = 'bench-anonymization-secret-0123456789';
 const NUMBERS = { unlimited: '900000000000101', tier1000: '900000000000102', tier10000: '900000000000103' };
 
 const template = (id: number) => ({
@@ -66,16 +59,9 @@ const phone = (i: number) => `+5491150${String(i).padStart(6, '0')}`;
 
 async function main(): Promise<void> {
   const db = await benchDatabase('bulk');
-  const config = loadConfig({
-    DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-  });
-  const pg = new PostgresEventStore(db.pool);
   const sandbox = new SandboxProvider({ delivery: 'off' });
   const provider = new Timed(sandbox);
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store: pg,
-    transport: new InProcessTransport(), logger: pino({ level: 'silent' }), provider,
-  });
+  const services = benchServices(db, { provider });
   await services.runner.start();
   await seedFixture(services, fixture, { actor: 'bench' });
   const app = await buildApp(services);
@@ -152,7 +138,7 @@ async function main(): Promise<void> {
   await services.runner.stop();
   await sandbox.close();
   await services.transport.close();
-  await pg.close();
+  await services.store.close();
   await db.close();
 }
 

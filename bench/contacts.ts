@@ -7,16 +7,11 @@
 //     the read model): upserts/s (budget >= 1000/s) and p99 (budget < 50 ms);
 //  4. the same for existing numbers, each request changing a custom field (a version appended every time).
 import Fastify from 'fastify';
-import pino from 'pino';
-import { PostgresEventStore } from '../src/adapters/event-store/postgres';
-import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { upsertContact } from '../src/commands/contact/handler';
 import { parseUpsertBody } from '../src/commands/contact/upsert-input';
 import { seedFixture } from '../src/commands/provisioning/seed';
-import { loadConfig } from '../src/config';
 import { buildApp } from '../src/http/app';
-import { assembleServices } from '../src/main';
-import { benchDatabase, emit, log, round } from './support';
+import { benchDatabase, benchServices, emit, log, round } from './support';
 
 // autocannon ships no type declarations: the slice of its result this bench reads
 interface CannonResult {
@@ -32,8 +27,6 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const EXISTING = Number(process.env.BENCH_CONTACTS ?? 2000);
 const KEY = 'sbk_benchcontacts0aaaaaaaaaaaaaaaaaa';
-const PEPPER = 'bench-pepper-0123456789abcdef';
-const ANON = 'bench-anonymization-secret-0123456789';
 
 const fixture = {
   companies: [{
@@ -64,14 +57,7 @@ const newPhone = (i: number) => `+549113${String(i).padStart(7, '0')}`;
 
 async function main(): Promise<void> {
   const db = await benchDatabase('contacts');
-  const config = loadConfig({
-    DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-  });
-  const pg = new PostgresEventStore(db.pool);
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store: pg,
-    transport: new InProcessTransport(), logger: pino({ level: 'silent' }),
-  });
+  const services = benchServices(db);
   await services.runner.start();
   await seedFixture(services, fixture, { actor: 'bench' });
 
@@ -173,7 +159,7 @@ async function main(): Promise<void> {
   await bareApp.close();
   await app.close();
   await services.runner.stop();
-  await pg.close();
+  await services.store.close();
   await db.close();
 }
 

@@ -6,23 +6,16 @@
 import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
-import pino from 'pino';
 import { to as copyTo } from 'pg-copy-streams';
-import { PostgresEventStore } from '../src/adapters/event-store/postgres';
-import { InProcessTransport } from '../src/adapters/in-process/transport';
-import { loadConfig } from '../src/config';
 import { buildApp } from '../src/http/app';
-import { assembleServices } from '../src/main';
 import { apiKeysProjection } from '../src/projections/apikeys/projection';
 import { conversationsProjection } from '../src/projections/conversations/projection';
 import { hashApiKey, keyIdFromHash } from '../src/shared/api-key';
-import { benchDatabase, emit, log, round } from './support';
+import { BENCH_PEPPER, benchDatabase, benchServices, emit, log, round } from './support';
 
 const ROWS = Number(process.env.BENCH_EXPORT_ROWS ?? 200_000);
 const ROUNDS = Number(process.env.BENCH_EXPORT_ROUNDS ?? 5);
 const LIMIT = 10_000;
-const PEPPER = 'bench-pepper-0123456789abcdef';
-const ANON = 'bench-anonymization-secret-0123456789';
 const GLOBAL_KEY = 'sbk_global_benchexport000000000000000';
 const COMPANY = 1;
 const FROM = '2024-03-01T00:00:00Z';
@@ -68,15 +61,11 @@ function page(base: string, cursor: string | undefined): Promise<{ rows: number;
 
 async function main(): Promise<void> {
   const db = await benchDatabase('export');
-  const config = loadConfig({ DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, LOG_LEVEL: 'silent', SANDBOX_DELIVERY: 'off' });
-  const store = new PostgresEventStore(db.pool);
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store, transport: new InProcessTransport(), logger: pino({ level: 'silent' }),
-  });
+  const services = benchServices(db);
   await services.runner.prepare();
   const app = await buildApp(services);
   try {
-    const keyHash = hashApiKey(PEPPER, GLOBAL_KEY);
+    const keyHash = hashApiKey(BENCH_PEPPER, GLOBAL_KEY);
     const keyId = keyIdFromHash(keyHash);
     const id = randomUUID();
     await services.store.append(`apikey-${keyId}`, [{
@@ -201,7 +190,7 @@ async function main(): Promise<void> {
   } finally {
     agent.destroy();
     await app.close();
-    await store.close();
+    await services.store.close();
     await db.close();
   }
 }

@@ -7,20 +7,14 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Fastify from 'fastify';
-import pino from 'pino';
-import { PostgresEventStore } from '../src/adapters/event-store/postgres';
 import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { seedFixture } from '../src/commands/provisioning/seed';
-import { loadConfig } from '../src/config';
 import { buildApp } from '../src/http/app';
-import { assembleServices } from '../src/main';
-import { benchDatabase, emit, log, round } from './support';
+import { benchDatabase, benchServices, emit, log, round } from './support';
 
 const CONNECTIONS = 50;
 const DURATION_S = Number(process.env.BENCH_READS_SECONDS ?? 10);
 const WARMUP_S = 2;
-const PEPPER = 'bench-pepper-0123456789abcdef';
-const ANON = 'bench-anonymization-secret-0123456789';
 
 interface Cannon {
   reqPerSec: number;
@@ -66,14 +60,8 @@ async function measure(name: string, url: string, headers: Record<string, string
 
 async function main(): Promise<void> {
   const db = await benchDatabase('reads');
-  const pg = new PostgresEventStore(db.pool);
   const transport = new InProcessTransport();
-  const config = loadConfig({
-    DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-  });
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store: pg, transport, logger: pino({ level: 'silent' }),
-  });
+  const services = benchServices(db, { transport });
   await services.runner.start();
   const bare = Fastify({ logger: false });
   bare.get('/bare', async () => ({ status: 'ok', service: 'switchboard', version: 1 }));

@@ -16,20 +16,15 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import pino from 'pino';
-import { PostgresEventStore } from '../src/adapters/event-store/postgres';
-import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { KafkaTransport } from '../src/adapters/kafka/transport';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
-import { loadConfig } from '../src/config';
 import { buildApp } from '../src/http/app';
-import { assembleServices } from '../src/main';
 import type { OutgoingRecord, RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
 import { PROVIDER_WEBHOOK_TOPIC, signWebhook, splitWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { startDeliveryConsumer } from '../src/workers/delivery-consumer';
-import { benchDatabase, emit, log, round } from './support';
+import { benchDatabase, benchServices, emit, log, round } from './support';
 
 // autocannon ships no type declarations: the slice of its API this bench uses
 interface CannonResult {
@@ -44,8 +39,6 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 15);
 const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
 const PHONE_NUMBER_ID = '900000000000001';
 const APP_SECRET = 'bench-app-secret';
-const PEPPER = 'bench-pepper-0123456789abcdef';
-const ANON = 'bench-anonymization-secret-0123456789';
 
 const fixture = {
   companies: [{
@@ -98,16 +91,8 @@ async function countStatuses(services: Services): Promise<number> {
 async function server(): Promise<void> {
   const send = (m: FromChild) => process.send!(m);
   const db = await benchDatabase('sends');
-  const config = loadConfig({
-    DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-    PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'bench',
-  });
-  const pg = new PostgresEventStore(db.pool);
   const sandbox = new SandboxProvider({ delivery: 'off', latencyMs: Number(process.env.BENCH_SANDBOX_LATENCY_MS ?? 0) });
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store: pg,
-    transport: new InProcessTransport(), logger: pino({ level: 'silent' }), provider: sandbox,
-  });
+  const services = benchServices(db, { env: { PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'bench' }, provider: sandbox });
   await services.runner.start();
   await seedFixture(services, fixture, { actor: 'bench' });
   const app = await buildApp(services);
@@ -172,7 +157,7 @@ async function server(): Promise<void> {
           await services.runner.stop();
           await sandbox.close();
           await services.transport.close();
-          await pg.close();
+          await services.store.close();
           await db.close();
           send({ type: 'stopped', accepted: sandbox.acceptedCount });
           process.exit(0);

@@ -4,26 +4,20 @@
 // exports and signed webhooks (each status sent twice, in shuffled order). Emits JSON lines: throughput, p50/p99 per
 // endpoint, answers by status, RSS over time, then the consistency checks: one outcome per bulk recipient, each
 // (message, status) recorded at most once and every sent `read` applied, projections equal to a fresh rebuild.
-import pino from 'pino';
-import { PostgresEventStore } from '../src/adapters/event-store/postgres';
 import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { seedFixture } from '../src/commands/provisioning/seed';
-import { loadConfig } from '../src/config';
 import { buildApp } from '../src/http/app';
-import { assembleServices } from '../src/main';
 import { checksumProjection, rebuildProjection } from '../src/projections/rebuild';
 import { allProjections } from '../src/projections/registry';
 import { signWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { startWorkers } from '../src/workers';
-import { benchDatabase, emit, log, round } from './support';
+import { benchDatabase, benchServices, emit, log, round } from './support';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
 const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 8);
 const KEY = 'sbk_soak0000aaaaaaaaaaaaaaaaaaaaaaaaa';
 const NUMBER = '910000000000001';
 const APP_SECRET = 'soak-app-secret';
-const PEPPER = 'soak-pepper-0123456789abcdef';
-const ANON = 'soak-anonymization-secret-0123456789';
 
 const fixture = {
   companies: [{
@@ -55,15 +49,8 @@ const pct = (xs: number[], p: number) => {
 
 async function main(): Promise<void> {
   const db = await benchDatabase('soak');
-  const config = loadConfig({
-    DATABASE_URL: db.url, ANONYMIZATION_SECRET: ANON, API_KEY_PEPPER: PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-    PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'soak',
-  });
   const transport = new InProcessTransport();
-  const store = new PostgresEventStore(db.pool);
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: ANON, apiKeyPepper: PEPPER }, pool: db.pool, store, transport, logger: pino({ level: 'silent' }),
-  });
+  const services = benchServices(db, { env: { PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'soak' }, transport });
   await services.runner.start();
   await seedFixture(services, fixture, { actor: 'soak' });
   const workers = await startWorkers(services, { role: 'serve' });
@@ -185,7 +172,7 @@ async function main(): Promise<void> {
   let differing = 0;
   for (const p of allProjections) {
     const before = await checksumProjection(db.pool, p);
-    await rebuildProjection(db.pool, store, p, {});
+    await rebuildProjection(db.pool, services.store, p, {});
     const after = await checksumProjection(db.pool, p);
     if (before !== after) {
       differing++;
@@ -194,7 +181,7 @@ async function main(): Promise<void> {
   }
   emit({ bench: 'soak', metric: 'projections_differing_from_rebuild', value: differing, unit: 'projections', budget: 0, ok: differing === 0, projections: allProjections.length });
   await transport.close();
-  await store.close();
+  await services.store.close();
   await db.close();
 }
 

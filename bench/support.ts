@@ -5,6 +5,14 @@ import type { Pool } from 'pg';
 import { startEmbeddedPostgres } from '../src/adapters/postgres/embedded';
 import { migrate } from '../src/adapters/postgres/migrations';
 import { createPool } from '../src/adapters/postgres/pool';
+import pino from 'pino';
+import { PostgresEventStore } from '../src/adapters/event-store/postgres';
+import { InProcessTransport } from '../src/adapters/in-process/transport';
+import { loadConfig } from '../src/config';
+import { assembleServices } from '../src/main';
+import type { MessagingProvider } from '../src/ports/provider';
+import type { RecordTransport } from '../src/ports/transport';
+import type { Services } from '../src/services';
 
 export interface BenchLine {
   bench: string;
@@ -68,4 +76,31 @@ export async function benchDatabase(name: string): Promise<{ url: string; pool: 
       if (dir) rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+export const BENCH_PEPPER = 'bench-pepper-0123456789abcdef';
+export const BENCH_ANON_SECRET = 'bench-anonymization-secret-0123456789';
+
+/**
+ * The services a bench runs against (as `assembleServices` wires them in main.ts): the Postgres event store on
+ * the bench database, the in-process transport unless given, the sandbox provider with delivery off unless given.
+ * Not started: the bench calls `services.runner.start()` or `prepare()` itself.
+ */
+export function benchServices(
+  db: { url: string; pool: Pool },
+  options: { env?: Record<string, string>; transport?: RecordTransport; provider?: MessagingProvider } = {},
+): Services {
+  const config = loadConfig({
+    DATABASE_URL: db.url, ANONYMIZATION_SECRET: BENCH_ANON_SECRET, API_KEY_PEPPER: BENCH_PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
+    ...options.env,
+  });
+  return assembleServices({
+    config,
+    secrets: { anonymizationSecret: BENCH_ANON_SECRET, apiKeyPepper: BENCH_PEPPER },
+    pool: db.pool,
+    store: new PostgresEventStore(db.pool),
+    transport: options.transport ?? new InProcessTransport(),
+    logger: pino({ level: 'silent' }),
+    provider: options.provider,
+  });
 }

@@ -338,7 +338,8 @@ export async function startKafkaBroker(options = {}) {
       [
         '-Xmx256m', '-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', ...commonJvm,
         '-cp', classpath, 'kafka.tools.StorageTool', 'format',
-        '-t', randomBytes(16).toString('base64url'), '-c', propsFile, '--ignore-formatted',
+        // `--cluster-id=ID`, not `-t ID`: a base64url id may start with '-', which the parser takes for an option
+        `--cluster-id=${process.env.KAFKA_TEST_CLUSTER_ID ?? randomBytes(16).toString('base64url')}`, '-c', propsFile, '--ignore-formatted',
       ],
       { logFile, timeoutMs: 60_000 },
     );

@@ -136,7 +136,9 @@ describe('export stream', () => {
     const res = await open(base, { company_id: '302', from: '2024-07-01T00:00:00Z', to: '2024-07-02T00:00:00Z', limit: '10000' });
     expect(res.statusCode).toBe(200);
     await new Promise<void>((resolve) => res.once('data', () => resolve()));
-    // the server is now blocked on backpressure with the cursor open
+    // a 'data' listener switched the response to flowing mode: pause it, or it keeps draining and the export may
+    // finish before we look. Paused, the server is blocked on backpressure with the cursor open.
+    res.pause();
     expect(await until(() => openExportTransactions(t), (n) => n === 1)).toBe(1);
     res.destroy();
     expect(await until(() => openExportTransactions(t), (n) => n === 0)).toBe(0);

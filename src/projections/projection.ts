@@ -15,6 +15,20 @@ export interface Projection {
   readonly handles: readonly string[];
   /** Must be idempotent: a redelivered event changes nothing. */
   apply(tx: PoolClient, event: RecordedEvent): Promise<void>;
+  /**
+   * Optional: applies a batch of handled events (global order) with fewer statements, e.g. one multi-row
+   * `INSERT … ON CONFLICT` per table. Must leave exactly the rows that `apply` one event at a time leaves.
+   */
+  applyBatch?(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void>;
+}
+
+/** Applies the events `p` handles, in order: through `applyBatch` when it has one, else one `apply` each. */
+export async function applyHandled(p: Projection, tx: PoolClient, events: readonly RecordedEvent[]): Promise<number> {
+  const handled = events.filter((e) => p.handles.includes(e.type));
+  if (handled.length === 0) return 0;
+  if (p.applyBatch) await p.applyBatch(tx, handled);
+  else for (const e of handled) await p.apply(tx, e);
+  return handled.length;
 }
 
 export const rebuildSchemaOf = (p: Projection): string => `${p.schema}__next`;

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { type EventStore, type Position, START } from '../ports/event-store';
-import { rebuildSchemaOf, type Projection } from './projection';
+import { applyHandled, rebuildSchemaOf, type Projection } from './projection';
 import { createTables, lockKeyOf } from './store';
 import { withTransaction as inTx } from '../shared/tx';
 
@@ -40,12 +40,7 @@ export async function rebuildProjection(
       if (batch.events.length === 0) return false;
       const apply = async (c: PoolClient) => {
         await c.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${next}, public`);
-        for (const e of batch.events) {
-          if (p.handles.includes(e.type)) {
-            await p.apply(c, e);
-            progress.applied++;
-          }
-        }
+        progress.applied += await applyHandled(p, c, batch.events);
         await c.query('SET LOCAL search_path TO public');
       };
       if (tx) await apply(tx);

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Pool } from 'pg';
 import { type EventStore, type Position, START } from '../ports/event-store';
-import type { Projection } from '../projections/projection';
+import { applyHandled, type Projection } from '../projections/projection';
 import { ensureProjection, lockKeyOf, readCheckpoint, readCheckpoints } from '../projections/store';
 import { rebuildProjection } from '../projections/rebuild';
 
@@ -225,9 +225,7 @@ export class ProjectionRunner {
       // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
       // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
       await client.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public`);
-      for (const event of batch.events) {
-        if (p.handles.includes(event.type)) await p.apply(client, event);
-      }
+      await applyHandled(p, client, batch.events);
       await client.query(
         `UPDATE projections.checkpoints SET position = $2, state = 'running', error = NULL, updated_at = now() WHERE name = $1`,
         [p.name, batch.nextPosition],

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Pool } from 'pg';
-import { type EventStore, type Position, START } from '../ports/event-store';
+import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
 import { applyHandled, type Projection } from '../projections/projection';
 import { ensureProjection, lockKeyOf, readCheckpoint, readCheckpoints } from '../projections/store';
 import { rebuildProjection } from '../projections/rebuild';
@@ -43,6 +43,13 @@ export class ProjectionRunner {
    * stored checkpoint is still `storedAt` (no other process advanced it meanwhile).
    */
   private readonly unpersisted = new Map<string, { storedAt: Position; readTo: Position; since: number }>();
+  /** the checkpoint each projection last stored, as this process knows it (verified under the lock) */
+  private readonly stored = new Map<string, { position: Position; version: number }>();
+  /** readAll queries in flight, by position; `readEpoch` moves on every kick (something may have been appended) */
+  /** the log as far as this runner read it last (shared by the projections); `readEpoch` moves on every kick */
+  private readonly tail = new LogTail();
+  private readonly tailRead: { current?: { epoch: number; done: Promise<void> }; queued?: Promise<void> } = {};
+  private readEpoch = 0;
   /** projections kicked while a batch was running: they look again before sleeping */
   private readonly kicked = new Set<string>();
   private readonly loops: Promise<void>[] = [];
@@ -88,6 +95,7 @@ export class ProjectionRunner {
   private async flushSkipped(): Promise<void> {
     for (const [name, s] of this.unpersisted) {
       await this.pool.query(`UPDATE projections.checkpoints SET position = $3, updated_at = now() WHERE name = $1 AND position = $2`, [name, s.storedAt, s.readTo]);
+      this.stored.delete(name);
     }
     this.unpersisted.clear();
   }
@@ -99,6 +107,7 @@ export class ProjectionRunner {
   }
 
   kick(): void {
+    this.readEpoch++;
     for (const p of this.projections) this.kicked.add(p.name);
     for (const wake of this.wakers.values()) wake();
   }
@@ -175,28 +184,30 @@ export class ProjectionRunner {
 
   /**
    * One batch: events read, or -1 when another process holds the projection. The events are read first, with
-   * no transaction open (one connection at a time, whatever the number of projections); a batch with events to
-   * apply then runs in a transaction holding the projection's lock, which re-checks that the checkpoint has not
-   * moved meanwhile and stores the new one with the read-model change.
+   * no transaction open, and shared by the projections that read from the same position at the same time (one
+   * query for all of them, whatever their number). A batch with events to apply then runs in a transaction
+   * holding the projection's lock, which re-checks that the checkpoint has not moved meanwhile and stores the new
+   * one with the read-model change: three round trips plus the projection's own statements.
    */
-  async runBatch(p: Projection): Promise<number> {
+  async runBatch(p: Projection, retried = false): Promise<number> {
     this.kicked.delete(p.name);
-    const cp = await readCheckpoint(this.pool, p.name);
-    if (!cp) throw new Error(`projection ${p.name} has no checkpoint row`);
+    const cp = this.stored.get(p.name) ?? (await this.loadCheckpoint(p));
     if (cp.version !== p.version) {
       await this.rebuildForNewVersion(p, cp.version);
+      this.stored.delete(p.name);
       return 0;
     }
     const skipped = this.unpersisted.get(p.name);
     const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
-    const from = sameWindow ? skipped.readTo : (cp.position as Position);
-    const batch = await this.store.readAll(from, this.batchSize);
+    const from = sameWindow ? skipped.readTo : cp.position;
+    const { batch, stale } = await this.readShared(from);
+    if (stale) this.kicked.add(p.name); // newer events may exist: look again before sleeping
     const handled = batch.events.some((e) => p.handles.includes(e.type));
     const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
     if (!handled && !overdue) {
       // Nothing to apply: remember how far we read; the checkpoint is written with the next change (or soon).
       if (batch.events.length > 0) {
-        this.unpersisted.set(p.name, { storedAt: cp.position as Position, readTo: batch.nextPosition, since: sameWindow ? skipped.since : Date.now() });
+        this.unpersisted.set(p.name, { storedAt: cp.position, readTo: batch.nextPosition, since: sameWindow ? skipped.since : Date.now() });
         this.positions.set(p.name, batch.nextPosition);
         this.advanced.emit('advanced');
       } else if (!this.positions.has(p.name) || !sameWindow) {
@@ -204,44 +215,118 @@ export class ProjectionRunner {
       }
       return batch.events.length;
     }
+    const applied = await this.commitBatch(p, cp, batch);
+    return applied === 'moved' ? (retried ? 0 : this.runBatch(p, true)) : applied;
+  }
 
+  /** Applies a batch under the projection's lock: events applied, -1 when locked elsewhere, 'moved' when the checkpoint moved. */
+  private async commitBatch(p: Projection, cp: { position: Position; version: number }, batch: ReadAllBatch): Promise<number | 'moved'> {
     const client = await this.pool.connect();
     try {
-      await client.query('BEGIN');
-      const locked = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS ok', [lockKeyOf(p.name)]);
-      if (!locked.rows[0].ok) {
+      const name = literal(p.name);
+      // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
+      // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
+      const opened = (await client.query(
+        `BEGIN; SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public;
+         SELECT pg_try_advisory_xact_lock(hashtext(${literal(lockKeyOf(p.name))})) AS ok, position, version
+           FROM projections.checkpoints WHERE name = ${name}`,
+      )) as unknown as Array<{ rows: Array<{ ok: boolean; position: Position; version: number }> }>;
+      const current = opened[opened.length - 1].rows[0];
+      if (!current) throw new Error(`projection ${p.name} has no checkpoint row`);
+      if (!current.ok) {
         await client.query('ROLLBACK');
         this.lockedElsewhere.add(p.name);
+        this.stored.delete(p.name); // another process advances it: reload the checkpoint next time
         return -1;
       }
       this.lockedElsewhere.delete(p.name);
-      const current = await readCheckpoint(client, p.name);
-      if (!current || current.position !== cp.position || current.version !== p.version) {
-        await client.query('ROLLBACK'); // another process advanced it meanwhile: read again from there
+      if (current.position !== cp.position || current.version !== cp.version) {
+        // another process (or a flush of skipped events) moved it meanwhile: read again from there
+        await client.query('ROLLBACK');
+        this.stored.set(p.name, { position: current.position, version: current.version });
         this.unpersisted.delete(p.name);
-        return 0;
+        return 'moved';
       }
       this.unpersisted.delete(p.name);
-      // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
-      // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
-      await client.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public`);
       await applyHandled(p, client, batch.events);
       await client.query(
-        `UPDATE projections.checkpoints SET position = $2, state = 'running', error = NULL, updated_at = now() WHERE name = $1`,
-        [p.name, batch.nextPosition],
+        `UPDATE projections.checkpoints SET position = ${literal(batch.nextPosition)}, state = 'running', error = NULL, updated_at = now()
+          WHERE name = ${name}; COMMIT`,
       );
-      await client.query('COMMIT');
+      this.stored.set(p.name, { position: batch.nextPosition, version: p.version });
       // Before waking read-your-writes waiters: in-process caches of this read model drop what they hold.
       if (batch.events.length > 0) this.committed.emit('committed', p.name);
       this.positions.set(p.name, batch.nextPosition);
       this.advanced.emit('advanced');
+      // This transaction may have held back readAll (its id was below events committed meanwhile): projections
+      // that found nothing look again now rather than at their next poll, when someone is waiting for them.
+      if (this.advanced.listenerCount('advanced') > 0) this.kick();
       return batch.events.length;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
+      this.stored.delete(p.name);
       throw err;
     } finally {
       client.release();
     }
+  }
+
+  private async loadCheckpoint(p: Projection): Promise<{ position: Position; version: number }> {
+    const row = await readCheckpoint(this.pool, p.name);
+    if (!row) throw new Error(`projection ${p.name} has no checkpoint row`);
+    const cp = { position: row.position as Position, version: row.version };
+    this.stored.set(p.name, cp);
+    return cp;
+  }
+
+  /**
+   * The events after `from`, as `readAll` gives them, served from the tail of the log this runner read last when
+   * it can: every projection reads the same log, so one query (coalesced: at most one in flight plus one queued)
+   * feeds all of them. `stale`: the events came from a tail read before the latest kick; the caller looks again.
+   */
+  private async readShared(from: Position): Promise<{ batch: ReadAllBatch; stale: boolean }> {
+    const t = this.tail;
+    if (t.has(from)) {
+      const batch = t.after(from, this.batchSize);
+      if (batch.events.length > 0) return { batch, stale: t.epoch !== this.readEpoch };
+      // fresh: read after the latest kick, and recently (a poll must look again: other processes' appends, and
+      // events an older transaction held back, wake no one here)
+      if (t.epoch === this.readEpoch && t.complete && Date.now() - t.readAt < this.pollMs / 2) return { batch, stale: false };
+      await this.extendTail();
+      if (t.has(from)) return { batch: t.after(from, this.batchSize), stale: false };
+    }
+    const epoch = this.readEpoch;
+    const readAt = Date.now();
+    const batch = await this.store.readAll(from, this.batchSize);
+    t.adopt(from, batch, epoch, readAt, this.batchSize, (a, b) => this.store.comparePositions(a, b));
+    return { batch, stale: false };
+  }
+
+  /** Reads the log after the tail's end: joins the read in flight if it started after the latest kick, else queues one. */
+  private extendTail(): Promise<void> {
+    if (this.tailRead.queued) return this.tailRead.queued;
+    const current = this.tailRead.current;
+    if (current && current.epoch === this.readEpoch) return current.done;
+    const start = (): Promise<void> => {
+      this.tailRead.queued = undefined;
+      const epoch = this.readEpoch;
+      const from = this.tail.end;
+      const readAt = Date.now();
+      const done = this.store.readAll(from, this.batchSize).then((batch) => {
+        this.tail.adopt(from, batch, epoch, readAt, this.batchSize, (a, b) => this.store.comparePositions(a, b));
+      });
+      const entry = { epoch, done };
+      this.tailRead.current = entry;
+      const settle = () => {
+        if (this.tailRead.current === entry) this.tailRead.current = undefined;
+      };
+      done.then(settle, settle);
+      return done;
+    };
+    if (!current) return start();
+    const queued = current.done.then(start, start);
+    this.tailRead.queued = queued;
+    return queued;
   }
 
   /** Runs until every projection has applied everything appended so far (tests, CLI). */
@@ -267,5 +352,66 @@ export class ProjectionRunner {
       `UPDATE projections.checkpoints SET state = 'failing', error = $2, updated_at = now() WHERE name = $1`,
       [p.name, String((err as Error)?.message ?? err).slice(0, 2000)],
     );
+  }
+}
+
+/** A SQL string literal (standard_conforming_strings): for the runner's own names and positions, never user input. */
+const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
+
+/**
+ * The most recent stretch of the log a runner read: events in order, contiguous from `start` (exclusive) to `end`,
+ * as readAll returned them (so never past an event a late commit could still precede). Bounded: the oldest events
+ * are dropped beyond a few batches.
+ */
+class LogTail {
+  private events: RecordedEvent[] = [];
+  /** position → index in `events` + offset */
+  private readonly index = new Map<Position, number>();
+  private offset = 0;
+  private start: Position | undefined;
+  end: Position = START;
+  epoch = -1;
+  /** when (ms) the read that last extended the tail started */
+  readAt = 0;
+  /** the last read returned less than a full batch: nothing more was readable then */
+  complete = false;
+
+  has(from: Position): boolean {
+    return this.start !== undefined && (from === this.start || this.index.has(from));
+  }
+
+  after(from: Position, limit: number): ReadAllBatch {
+    const i = from === this.start ? 0 : this.index.get(from)! + 1 - this.offset;
+    const events = this.events.slice(i, i + limit);
+    return { events, nextPosition: events.length > 0 ? events[events.length - 1].position : from };
+  }
+
+  /** Takes a read's result: extends the tail when it continues it, starts a new tail when it is ahead of it. */
+  adopt(from: Position, batch: ReadAllBatch, epoch: number, readAt: number, batchSize: number, compare: (a: Position, b: Position) => number): void {
+    if (this.start === undefined || (from !== this.end && compare(from, this.end) > 0)) {
+      this.events = [];
+      this.index.clear();
+      this.offset = 0;
+      this.start = from;
+      this.end = from;
+      this.epoch = -1;
+      this.readAt = 0;
+    } else if (from !== this.end) {
+      return; // a read behind the tail (a projection catching up): not part of it
+    }
+    for (const e of batch.events) {
+      this.index.set(e.position, this.offset + this.events.length);
+      this.events.push(e);
+    }
+    this.end = batch.nextPosition;
+    this.epoch = Math.max(this.epoch, epoch);
+    this.readAt = Math.max(this.readAt, readAt);
+    this.complete = batch.events.length < batchSize;
+    if (this.events.length > 4 * batchSize) {
+      const dropped = this.events.splice(0, this.events.length - batchSize);
+      for (const e of dropped) this.index.delete(e.position);
+      this.offset += dropped.length;
+      this.start = dropped[dropped.length - 1].position;
+    }
   }
 }

@@ -7,8 +7,7 @@ import type { Position } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
 import { isProviderError, type ProviderError } from '../../ports/provider';
 import {
-  findNumberByProviderId,
-  findTemplate,
+  findNumberAndTemplate,
   quotaOf,
   recipientInQuotaWindow,
 } from '../../projections/accounts/queries';
@@ -69,9 +68,9 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
   const { pool } = services;
   const now = services.now();
 
-  const number = await findNumberByProviderId(pool, input.companyId, input.phoneNumberId);
-  if (!number) throw new SendRefusedError('NUMBER_NOT_FOUND', `Phone number '${input.phoneNumberId}' not found for this business account.`);
-  const template = await findTemplate(pool, number.id, input.templateName, input.language);
+  const found = await findNumberAndTemplate(pool, input.companyId, input.phoneNumberId, input.templateName, input.language);
+  if (!found) throw new SendRefusedError('NUMBER_NOT_FOUND', `Phone number '${input.phoneNumberId}' not found for this business account.`);
+  const { number, template } = found;
   if (!template) {
     throw new SendRefusedError(
       'TEMPLATE_NOT_FOUND',

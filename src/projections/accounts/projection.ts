@@ -1,4 +1,5 @@
 import type { PoolClient } from 'pg';
+import type { RecordedEvent } from '../../ports/event-store';
 import type { Projection } from '../projection';
 import type { PhoneNumberEvent } from '../../commands/provisioning/phone-number/decider';
 import type { CompanyEvent } from '../../commands/provisioning/company/decider';
@@ -85,6 +86,35 @@ export const accountsProjection: Projection = {
       number_ids integer[] NOT NULL
     );`,
 
+  /**
+   * Quota uses in set form: each run of consecutive quota events (single sends, bulk dispatches) becomes one
+   * `recordQuotaUses` per number (its set-based twin of `recordQuotaUse`); every other event is applied one by one,
+   * in order, between runs.
+   */
+  async applyBatch(tx, events) {
+    let run = new Map<number, { uses: Array<{ recipient: string; at: string }>; recipients: Set<string> }>();
+    const flush = async () => {
+      for (const [numberId, entry] of run) await recordQuotaUses(tx, numberId, entry.uses);
+      run = new Map();
+    };
+    for (const event of events) {
+      const uses = quotaUsesOf(event);
+      if (!uses) {
+        await flush();
+        await accountsProjection.apply(tx, event);
+        continue;
+      }
+      // A recipient already in the run would move between minute buckets one use at a time (leaving a bucket at
+      // zero): the run ends before it, so the rows stay exactly those of `apply`.
+      if (uses.uses.some((u) => run.get(uses.numberId)?.recipients.has(u.recipient))) await flush();
+      let entry = run.get(uses.numberId);
+      if (!entry) run.set(uses.numberId, (entry = { uses: [], recipients: new Set() }));
+      entry.uses.push(...uses.uses);
+      for (const u of uses.uses) entry.recipients.add(u.recipient);
+    }
+    await flush();
+  },
+
   async apply(tx, event) {
     if (event.type === 'TemplateSendAccepted') {
       // a single send accepted by the provider uses quota (unique recipient per number in 24 h)
@@ -160,6 +190,19 @@ const NUMBER_EVENTS: ReadonlySet<string> = new Set([
   'PhoneNumberRegistered', 'PhoneNumberDetailsChanged', 'MessagingTierChanged', 'QualityRatingChanged',
   'TemplateRegistered', 'TemplateChanged', 'TemplateStatusChanged',
 ]);
+
+/** The quota uses an event records (single send accepted, bulk recipients dispatched), else undefined. */
+function quotaUsesOf(event: RecordedEvent): { numberId: number; uses: Array<{ recipient: string; at: string }> } | undefined {
+  if (event.type === 'TemplateSendAccepted') {
+    const d = event.data as SendAcceptedData;
+    return { numberId: d.numberId, uses: [{ recipient: d.recipientE164, at: d.acceptedAt }] };
+  }
+  if (event.type === 'BulkRecipientsDispatched') {
+    const d = event.data as { numberId: number; recipients: Array<{ recipientE164: string; at: string }> };
+    return { numberId: d.numberId, uses: d.recipients.map((r) => ({ recipient: r.recipientE164, at: r.at })) };
+  }
+  return undefined;
+}
 
 /** Rebuilds a company's business-accounts document (numbers primary first, then by id; APPROVED templates by name, language). */
 async function refreshDoc(tx: PoolClient, companyId: number): Promise<void> {

@@ -214,3 +214,27 @@ export async function findTemplateById(pool: Pool, templateId: number): Promise<
   const r = await pool.query(`SELECT * FROM ${S}.templates WHERE template_id = $1`, [templateId]);
   return r.rows[0] ? toTemplate(r.rows[0]) : undefined;
 }
+
+/**
+ * A company's number (by provider phone number id) and that number's template (by name and language, whatever its
+ * status), in one round trip: what a send validates against. `template` is undefined when the number has none.
+ */
+export async function findNumberAndTemplate(
+  pool: Pool,
+  companyId: number,
+  phoneNumberId: string,
+  name: string,
+  language: string,
+): Promise<{ number: NumberRecord; template: TemplateRecord | undefined } | undefined> {
+  const r = await pool.query({
+    name: 'accounts_number_and_template',
+    text: `SELECT to_jsonb(n) AS number, to_jsonb(t) AS template
+             FROM ${S}.numbers n
+             LEFT JOIN ${S}.templates t ON t.number_id = n.number_id AND t.name = $3 AND t.language = $4
+            WHERE n.company_id = $1 AND n.phone_number_id = $2
+            ORDER BY t.template_id LIMIT 1`,
+    values: [companyId, phoneNumberId, name, language],
+  });
+  const row = r.rows[0];
+  return row ? { number: toNumber(row.number), template: row.template ? toTemplate(row.template) : undefined } : undefined;
+}

@@ -1,3 +1,4 @@
+import type { PoolClient } from 'pg';
 import type { Projection } from '../projection';
 import type { ConversationEvent } from '../../events/conversations';
 import type { ProvisioningEvent } from '../../events/provisioning';
@@ -106,7 +107,6 @@ export const conversationsProjection: Projection = {
         return;
       case 'MessageRecorded': {
         const d = e.data;
-        const agentId = d.author.type === 'agent' ? (d.author.agentId ?? null) : null;
         // The agent's name and version as they are when the message is recorded (the version that wrote it).
         // Reply stats change only when the row is really inserted (a redelivered event changes nothing).
         await tx.query(
@@ -127,18 +127,7 @@ export const conversationsProjection: Projection = {
              SET first_reply_at = LEAST(reply_stats.first_reply_at, EXCLUDED.first_reply_at),
                  last_reply_at = GREATEST(reply_stats.last_reply_at, EXCLUDED.last_reply_at),
                  inbound_count = reply_stats.inbound_count + 1`,
-          [
-            d.companyId, d.messageId, d.conversationId, d.occurredAt, d.channel, d.direction, d.author.type,
-            d.author.type === 'contact' ? (d.author.contactId ?? null) : null,
-            agentId,
-            d.author.type === 'human_operator' ? (d.author.operatorId ?? null) : null,
-            d.contactPhone,
-            d.content.type, d.content.text, d.content.mediaUrl, d.content.mediaMime, d.replyToMessageId,
-            JSON.stringify(d.classifications.map((c) => ({ label: c.label, value: c.value ?? null }))),
-            JSON.stringify(d.extractions.map((x) => ({ key: x.key, value: x.value ?? null }))),
-            JSON.stringify(d.toolCalls.map((t) => ({ tool_name: t.toolName, success: t.success, execution_time_ms: t.executionTimeMs }))),
-            d.traceId,
-          ],
+          messageRow(d),
         );
         return;
       }
@@ -150,4 +139,90 @@ export const conversationsProjection: Projection = {
         return;
     }
   },
+  /**
+   * Runs of consecutive MessageRecorded events in one statement (ids new to the table, first occurrence wins, seq
+   * numbered in log order, reply stats summed per contact); every other event one by one, in order, between runs.
+   */
+  async applyBatch(tx, events) {
+    let run: MessageRecordedData[] = [];
+    const flush = async () => {
+      if (run.length > 0) await insertMessages(tx, run);
+      run = [];
+    };
+    for (const event of events) {
+      if (event.type === 'MessageRecorded') {
+        run.push(event.data as MessageRecordedData);
+        continue;
+      }
+      await flush();
+      await conversationsProjection.apply(tx, event);
+    }
+    await flush();
+  },
 };
+
+type MessageRecordedData = Extract<ConversationEvent, { type: 'MessageRecorded' }>['data'];
+
+/** The values of a message row, in the column order of the inserts below ($1…$20). */
+function messageRow(d: MessageRecordedData): unknown[] {
+  return [
+    d.companyId, d.messageId, d.conversationId, d.occurredAt, d.channel, d.direction, d.author.type,
+    d.author.type === 'contact' ? (d.author.contactId ?? null) : null,
+    d.author.type === 'agent' ? (d.author.agentId ?? null) : null,
+    d.author.type === 'human_operator' ? (d.author.operatorId ?? null) : null,
+    d.contactPhone,
+    d.content.type, d.content.text, d.content.mediaUrl, d.content.mediaMime, d.replyToMessageId,
+    JSON.stringify(d.classifications.map((c) => ({ label: c.label, value: c.value ?? null }))),
+    JSON.stringify(d.extractions.map((x) => ({ key: x.key, value: x.value ?? null }))),
+    JSON.stringify(d.toolCalls.map((t) => ({ tool_name: t.toolName, success: t.success, execution_time_ms: t.executionTimeMs }))),
+    d.traceId,
+  ];
+}
+
+const MESSAGE_COLUMN_TYPES = [
+  'int', 'text', 'text', 'timestamptz', 'text', 'text', 'text', 'int', 'int', 'int', 'text',
+  'text', 'text', 'text', 'text', 'text', 'json', 'json', 'json', 'text',
+];
+
+async function insertMessages(tx: PoolClient, messages: MessageRecordedData[]): Promise<void> {
+  const seen = new Set<string>();
+  const rows: unknown[][] = [];
+  for (const d of messages) {
+    const key = `${d.companyId}|${d.messageId}`;
+    if (seen.has(key)) continue; // the one-by-one apply inserts the first and skips the second
+    seen.add(key);
+    rows.push(messageRow(d));
+  }
+  const columns = MESSAGE_COLUMN_TYPES.map((_, i) => rows.map((r) => r[i]));
+  await tx.query(
+    `WITH u AS (
+       SELECT * FROM unnest(${MESSAGE_COLUMN_TYPES.map((t, i) => `$${i + 1}::${t}[]`).join(', ')}) WITH ORDINALITY
+         AS u(company_id, message_id, conversation_id, occurred_at, channel, direction, author_type, author_contact_id,
+              author_agent_id, author_operator_id, contact_phone, content_type, content_text, media_url, media_mime,
+              reply_to_message_id, classifications, extractions, tool_calls, trace_id, ord)
+     ), fresh AS (
+       SELECT u.*, row_number() OVER (ORDER BY u.ord) AS n FROM u
+        WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.company_id = u.company_id AND m.message_id = u.message_id)
+     ), ins AS (
+       INSERT INTO messages (company_id, message_id, seq, conversation_id, occurred_at, channel, direction, author_type,
+                             author_contact_id, author_agent_id, author_operator_id, contact_phone, agent_name, agent_version,
+                             content_type, content_text, media_url, media_mime, reply_to_message_id,
+                             classifications, extractions, tool_calls, trace_id)
+       SELECT f.company_id, f.message_id, (SELECT COALESCE(max(seq), 0) FROM messages) + f.n, f.conversation_id, f.occurred_at,
+              f.channel, f.direction, f.author_type, f.author_contact_id, f.author_agent_id, f.author_operator_id, f.contact_phone,
+              a.name, a.version, f.content_type, f.content_text, f.media_url, f.media_mime, f.reply_to_message_id,
+              f.classifications, f.extractions, f.tool_calls, f.trace_id
+         FROM fresh f LEFT JOIN agents a ON a.company_id = f.company_id AND a.agent_id = f.author_agent_id
+       RETURNING company_id, contact_phone, direction, occurred_at
+     )
+     INSERT INTO reply_stats (company_id, contact_phone, first_reply_at, last_reply_at, inbound_count)
+     SELECT company_id, contact_phone, min(occurred_at), max(occurred_at), count(*) FROM ins
+      WHERE direction = 'inbound' AND contact_phone IS NOT NULL
+      GROUP BY company_id, contact_phone
+     ON CONFLICT (company_id, contact_phone) DO UPDATE
+       SET first_reply_at = LEAST(reply_stats.first_reply_at, EXCLUDED.first_reply_at),
+           last_reply_at = GREATEST(reply_stats.last_reply_at, EXCLUDED.last_reply_at),
+           inbound_count = reply_stats.inbound_count + EXCLUDED.inbound_count`,
+    columns,
+  );
+}

@@ -1,3 +1,5 @@
+import type { PoolClient } from 'pg';
+import type { RecordedEvent } from '../../ports/event-store';
 import type { Projection } from '../projection';
 import type { SendEvent } from '../../events/sends';
 import type { ProvisioningEvent } from '../../events/provisioning';
@@ -137,4 +139,103 @@ export const sendsProjection: Projection = {
         return;
     }
   },
+  /**
+   * Sends' events in set form: the requests of the batch in one insert, the provider's answers in one update
+   * each, the statuses in rounds (the k-th status of every send of the batch in round k, one update per round,
+   * so one send's statuses keep their order). A send's events follow its lifecycle (requested, then accepted or
+   * rejected, then statuses), so applying each kind for every send before the next kind leaves the rows the
+   * one-by-one `apply` leaves. Number events are applied one by one.
+   */
+  async applyBatch(tx, events) {
+    const requested: SendEvent[] = [];
+    const accepted: Array<{ d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data']; streamId: string }> = [];
+    const rejected: Array<Extract<SendEvent, { type: 'TemplateSendRejected' }>['data']> = [];
+    const rounds: Array<Array<Extract<SendEvent, { type: 'DeliveryStatusRecorded' }>['data']>> = [];
+    const statusesSeen = new Map<string, number>();
+    const others: RecordedEvent[] = [];
+    for (const event of events) {
+      const e = { type: event.type, data: event.data } as SendEvent;
+      switch (e.type) {
+        case 'TemplateSendRequested': requested.push(e); break;
+        case 'TemplateSendAccepted': accepted.push({ d: e.data, streamId: event.streamId }); break;
+        case 'TemplateSendRejected': rejected.push(e.data); break;
+        case 'DeliveryStatusRecorded': {
+          const k = statusesSeen.get(e.data.sendId) ?? 0;
+          statusesSeen.set(e.data.sendId, k + 1);
+          (rounds[k] ??= []).push(e.data);
+          break;
+        }
+        default: others.push(event);
+      }
+    }
+    for (const event of others) await sendsProjection.apply(tx, event);
+    await insertRequests(tx, requested.map((e) => (e as Extract<SendEvent, { type: 'TemplateSendRequested' }>).data));
+    await recordAcceptances(tx, accepted);
+    for (const d of rejected) await sendsProjection.apply(tx, { type: 'TemplateSendRejected', data: d } as RecordedEvent);
+    for (const round of rounds) await recordStatuses(tx, round);
+  },
 };
+
+type Requested = Extract<SendEvent, { type: 'TemplateSendRequested' }>['data'];
+
+async function insertRequests(tx: PoolClient, rows: Requested[]): Promise<void> {
+  if (rows.length === 0) return;
+  // ids are drawn only for new rows, in the batch's order (a redelivered request burns no id)
+  await tx.query(
+    `INSERT INTO sends (send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
+                        recipient_phone, recipient_e164, variables, button_variables, requested_at)
+     SELECT u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
+            u.recipient_phone, u.recipient_e164, u.variables, u.button_variables, u.requested_at
+       FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[],
+                   $10::text[], $11::jsonb[], $12::jsonb[], $13::timestamptz[]) WITH ORDINALITY
+            AS u(send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
+                 recipient_phone, recipient_e164, variables, button_variables, requested_at, ord)
+      WHERE NOT EXISTS (SELECT 1 FROM sends s WHERE s.send_id = u.send_id)
+      ORDER BY u.ord`,
+    [
+      rows.map((d) => d.sendId), rows.map((d) => d.companyId), rows.map((d) => d.numberId), rows.map((d) => d.phoneNumberId),
+      rows.map((d) => d.templateId), rows.map((d) => d.templateName), rows.map((d) => d.language), rows.map((d) => d.category),
+      rows.map((d) => d.recipientPhone), rows.map((d) => d.recipientE164), rows.map((d) => JSON.stringify(d.variables)),
+      rows.map((d) => JSON.stringify(d.buttonVariables)), rows.map((d) => d.requestedAt),
+    ],
+  );
+}
+
+async function recordAcceptances(
+  tx: PoolClient,
+  rows: Array<{ d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data']; streamId: string }>,
+): Promise<void> {
+  if (rows.length === 0) return;
+  await tx.query(
+    `UPDATE sends s SET provider_message_id = u.pmid, was_successful = true, error_message = NULL, status = 'sent', sent_at = u.at
+       FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(send_id, pmid, at)
+      WHERE s.send_id = u.send_id AND s.status = 'pending'`,
+    [rows.map((r) => r.d.sendId), rows.map((r) => r.d.providerMessageId), rows.map((r) => r.d.acceptedAt)],
+  );
+  await tx.query(
+    `INSERT INTO provider_messages (provider_message_id, kind, stream_id, company_id)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[])
+     ON CONFLICT (provider_message_id) DO NOTHING`,
+    [rows.map((r) => r.d.providerMessageId), rows.map(() => 'send'), rows.map((r) => r.streamId), rows.map((r) => r.d.companyId)],
+  );
+}
+
+/** One status per send (a round): the same transitions as `apply`'s three updates, in one statement. */
+async function recordStatuses(tx: PoolClient, round: Array<Extract<SendEvent, { type: 'DeliveryStatusRecorded' }>['data']>): Promise<void> {
+  await tx.query(
+    `UPDATE sends s
+        SET status = u.status,
+            delivered_at = CASE u.status WHEN 'delivered' THEN u.at WHEN 'read' THEN COALESCE(s.delivered_at, u.at) ELSE s.delivered_at END,
+            read_at = CASE WHEN u.status = 'read' THEN u.at ELSE s.read_at END,
+            failed_at = CASE WHEN u.status = 'failed' THEN u.at ELSE s.failed_at END,
+            status_error_code = CASE WHEN u.status = 'failed' THEN u.code ELSE s.status_error_code END,
+            status_error_message = CASE WHEN u.status = 'failed' THEN u.message ELSE s.status_error_message END
+       FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) AS u(send_id, status, at, code, message)
+      WHERE s.send_id = u.send_id
+        AND CASE u.status WHEN 'delivered' THEN s.status IN ('pending', 'sent')
+                          WHEN 'read' THEN s.status IN ('pending', 'sent', 'delivered')
+                          WHEN 'failed' THEN s.status IN ('pending', 'sent', 'delivered')
+                          ELSE false END`,
+    [round.map((d) => d.sendId), round.map((d) => d.status), round.map((d) => d.at), round.map((d) => d.errorCode), round.map((d) => d.errorMessage)],
+  );
+}

@@ -20,11 +20,20 @@ export interface Projection {
    * `INSERT … ON CONFLICT` per table. Must leave exactly the rows that `apply` one event at a time leaves.
    */
   applyBatch?(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void>;
+  /**
+   * Optional: false for an event of a handled type that changes nothing here (e.g. an outbound message for a
+   * model of replies). The runner treats it as unhandled: a batch of such events opens no transaction.
+   */
+  affects?(event: RecordedEvent): boolean;
 }
+
+/** Whether `p` applies `event` (its type is handled and, when the projection says so, it changes something). */
+export const appliesTo = (p: Projection, event: RecordedEvent): boolean =>
+  p.handles.includes(event.type) && (p.affects ? p.affects(event) : true);
 
 /** Applies the events `p` handles, in order: through `applyBatch` when it has one, else one `apply` each. */
 export async function applyHandled(p: Projection, tx: PoolClient, events: readonly RecordedEvent[]): Promise<number> {
-  const handled = events.filter((e) => p.handles.includes(e.type));
+  const handled = events.filter((e) => appliesTo(p, e));
   if (handled.length === 0) return 0;
   if (p.applyBatch) await p.applyBatch(tx, handled);
   else for (const e of handled) await p.apply(tx, e);

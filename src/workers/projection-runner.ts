@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Pool } from 'pg';
 import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
-import { applyHandled, type Projection } from '../projections/projection';
+import { applyHandled, appliesTo, type Projection } from '../projections/projection';
 import { ensureProjection, lockKeyOf, readCheckpoint, readCheckpoints } from '../projections/store';
 import { rebuildProjection } from '../projections/rebuild';
 
@@ -202,7 +202,7 @@ export class ProjectionRunner {
     const from = sameWindow ? skipped.readTo : cp.position;
     const { batch, stale } = await this.readShared(from);
     if (stale) this.kicked.add(p.name); // newer events may exist: look again before sleeping
-    const handled = batch.events.some((e) => p.handles.includes(e.type));
+    const handled = batch.events.some((e) => appliesTo(p, e));
     const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
     if (!handled && !overdue) {
       // Nothing to apply: remember how far we read; the checkpoint is written with the next change (or soon).

@@ -101,7 +101,7 @@ export class ProjectionRunner {
   }
 
   /** Called synchronously after this process commits a batch of a projection (before waiters resume). */
-  onBatchCommitted(listener: (projection: string) => void): () => void {
+  onBatchCommitted(listener: (projection: string, events: readonly RecordedEvent[]) => void): () => void {
     this.committed.on('committed', listener);
     return () => this.committed.off('committed', listener);
   }
@@ -255,7 +255,7 @@ export class ProjectionRunner {
       );
       this.stored.set(p.name, { position: batch.nextPosition, version: p.version });
       // Before waking read-your-writes waiters: in-process caches of this read model drop what they hold.
-      if (batch.events.length > 0) this.committed.emit('committed', p.name);
+      if (batch.events.length > 0) this.committed.emit('committed', p.name, batch.events);
       this.positions.set(p.name, batch.nextPosition);
       this.advanced.emit('advanced');
       // This transaction may have held back readAll (its id was below events committed meanwhile): projections

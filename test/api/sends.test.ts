@@ -362,3 +362,31 @@ describe('single template send with the provider unavailable', () => {
     expect(q.rows[0].n).toBe(0);
   });
 });
+
+describe('what a send validates against follows provisioning at once', () => {
+  it('a template paused (or a number removed from the fixture) after a send is refused on the very next send', async () => {
+    const t = await createTestApp({ now: () => new Date(NOW) });
+    try {
+      const fixture = sendsFixture();
+      await seedFixture(t.services, fixture, { actor: 'test' });
+      const body = {
+        phone_number_id: SHOP.number.phoneNumberId, template_name: 'invoice_ready', language: 'es',
+        recipient_phone: '+5491155551234', variables: invoiceVariables, button_variables: { button_0: 'F-1' },
+      };
+      const send = () => t.app.inject({ method: 'POST', url: SEND, headers: { 'x-api-key': SHOP.key }, payload: body });
+      expect((await send()).statusCode).toBe(200); // number and template now cached in this process
+      const shop = fixture.companies.find((c: any) => c.id === SHOP.companyId);
+      const invoiceTemplate = shop.phoneNumbers.find((n: any) => n.id === SHOP.number.id).templates.find((x: any) => x.name === 'invoice_ready');
+      invoiceTemplate.status = 'PAUSED';
+      await seedFixture(t.services, fixture, { actor: 'test' });
+      const res = await send();
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toEqual({ error: "Template 'invoice_ready' (language 'es') is not approved (status PAUSED)." });
+      invoiceTemplate.status = 'APPROVED';
+      await seedFixture(t.services, fixture, { actor: 'test' });
+      expect((await send()).statusCode).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+});

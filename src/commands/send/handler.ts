@@ -7,13 +7,13 @@ import type { Position } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
 import { isProviderError, type ProviderError } from '../../ports/provider';
 import {
-  findNumberAndTemplate,
   quotaOf,
   recipientInQuotaWindow,
 } from '../../projections/accounts/queries';
 import { normalizePhone } from '../../shared/phone';
 import { DomainError } from '../decider';
 import { baseMetadata, type CommandContext } from '../handle';
+import { sendCatalogOf } from './catalog';
 import { buildComponents, type FieldMessages, type TemplateShape } from './components';
 import { conversationStreamId, outboundTemplateMessage } from './conversation';
 import { type SendCommand, sendDecider, sendStreamId, type SendState } from './decider';
@@ -68,7 +68,7 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
   const { pool } = services;
   const now = services.now();
 
-  const found = await findNumberAndTemplate(pool, input.companyId, input.phoneNumberId, input.templateName, input.language);
+  const found = await sendCatalogOf(services).find(input.companyId, input.phoneNumberId, input.templateName, input.language);
   if (!found) throw new SendRefusedError('NUMBER_NOT_FOUND', `Phone number '${input.phoneNumberId}' not found for this business account.`);
   const { number, template } = found;
   if (!template) {

@@ -14,3 +14,11 @@ export async function withTransaction<T>(pool: Pool, fn: (tx: PoolClient) => Pro
     client.release();
   }
 }
+
+/**
+ * A statement as a named prepared statement: Postgres parses and plans it once per connection (re-planning by
+ * itself when the tables or the search_path change). For hot statements with constant text only.
+ */
+export function queryNamed(db: Pool | PoolClient, name: string, text: string, values: unknown[]) {
+  return db.query({ name, text, values });
+}

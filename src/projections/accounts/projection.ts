@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg';
 import type { RecordedEvent } from '../../ports/event-store';
 import type { Projection } from '../projection';
+import { queryNamed } from '../../shared/tx';
 import type { PhoneNumberEvent } from '../../commands/provisioning/phone-number/decider';
 import type { CompanyEvent } from '../../commands/provisioning/company/decider';
 import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../change-signals';
@@ -283,7 +284,7 @@ export async function recordQuotaUses(
   uses: ReadonlyArray<{ recipient: string; at: string | Date }>,
 ): Promise<void> {
   if (uses.length === 0) return;
-  const r = await tx.query<{ changed: number; fresh_at: Date | null; company_id: number | null }>(
+  const r = await queryNamed(tx, 'accounts_record_quota_uses',
     `WITH u AS (
        SELECT recipient, max(at) AS at FROM unnest($2::text[], $3::timestamptz[]) AS x(recipient, at) GROUP BY recipient),
      prev AS (
@@ -311,7 +312,7 @@ export async function recordQuotaUses(
             (SELECT company_id FROM numbers WHERE number_id = $1) AS company_id`,
     [numberId, uses.map((x) => x.recipient), uses.map((x) => new Date(x.at))],
   );
-  const row = r.rows[0];
+  const row = r.rows[0] as { changed: number; fresh_at: Date | null; company_id: number | null };
   if (row.changed === 0) return;
   await tx.query('SELECT pg_notify($1, $2)', [ACCOUNTS_CHANGED_CHANNEL, String(row.company_id ?? '*')]);
   markChanging(ACCOUNTS_CHANGED_CHANNEL, row.company_id ?? '*');

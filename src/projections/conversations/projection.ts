@@ -1,5 +1,6 @@
 import type { PoolClient } from 'pg';
 import type { Projection } from '../projection';
+import { queryNamed } from '../../shared/tx';
 import type { ConversationEvent } from '../../events/conversations';
 import type { ProvisioningEvent } from '../../events/provisioning';
 
@@ -194,7 +195,7 @@ async function insertMessages(tx: PoolClient, messages: MessageRecordedData[]): 
     rows.push(messageRow(d));
   }
   const columns = MESSAGE_COLUMN_TYPES.map((_, i) => rows.map((r) => r[i]));
-  await tx.query(
+  await queryNamed(tx, 'conversations_insert_messages',
     `WITH u AS (
        SELECT * FROM unnest(${MESSAGE_COLUMN_TYPES.map((t, i) => `$${i + 1}::${t}[]`).join(', ')}) WITH ORDINALITY
          AS u(company_id, message_id, conversation_id, occurred_at, channel, direction, author_type, author_contact_id,

@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg';
 import type { RecordedEvent } from '../../ports/event-store';
 import type { Projection } from '../projection';
+import { queryNamed } from '../../shared/tx';
 import type { SendEvent } from '../../events/sends';
 import type { ProvisioningEvent } from '../../events/provisioning';
 
@@ -181,7 +182,7 @@ type Requested = Extract<SendEvent, { type: 'TemplateSendRequested' }>['data'];
 async function insertRequests(tx: PoolClient, rows: Requested[]): Promise<void> {
   if (rows.length === 0) return;
   // ids are drawn only for new rows, in the batch's order (a redelivered request burns no id)
-  await tx.query(
+  await queryNamed(tx, 'sends_insert_requests',
     `INSERT INTO sends (send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
                         recipient_phone, recipient_e164, variables, button_variables, requested_at)
      SELECT u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
@@ -206,13 +207,13 @@ async function recordAcceptances(
   rows: Array<{ d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data']; streamId: string }>,
 ): Promise<void> {
   if (rows.length === 0) return;
-  await tx.query(
+  await queryNamed(tx, 'sends_record_acceptances',
     `UPDATE sends s SET provider_message_id = u.pmid, was_successful = true, error_message = NULL, status = 'sent', sent_at = u.at
        FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(send_id, pmid, at)
       WHERE s.send_id = u.send_id AND s.status = 'pending'`,
     [rows.map((r) => r.d.sendId), rows.map((r) => r.d.providerMessageId), rows.map((r) => r.d.acceptedAt)],
   );
-  await tx.query(
+  await queryNamed(tx, 'sends_insert_provider_messages',
     `INSERT INTO provider_messages (provider_message_id, kind, stream_id, company_id)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[])
      ON CONFLICT (provider_message_id) DO NOTHING`,
@@ -222,7 +223,7 @@ async function recordAcceptances(
 
 /** One status per send (a round): the same transitions as `apply`'s three updates, in one statement. */
 async function recordStatuses(tx: PoolClient, round: Array<Extract<SendEvent, { type: 'DeliveryStatusRecorded' }>['data']>): Promise<void> {
-  await tx.query(
+  await queryNamed(tx, 'sends_record_statuses',
     `UPDATE sends s
         SET status = u.status,
             delivered_at = CASE u.status WHEN 'delivered' THEN u.at WHEN 'read' THEN COALESCE(s.delivered_at, u.at) ELSE s.delivered_at END,

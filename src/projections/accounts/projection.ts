@@ -309,12 +309,14 @@ export async function recordQuotaUses(
        RETURNING (xmax = 0) AS fresh, minute)
      SELECT (SELECT count(*)::int FROM changed) AS changed,
             (SELECT max(delta.first_at) FROM inc JOIN delta ON delta.minute = inc.minute WHERE inc.fresh) AS fresh_at,
-            (SELECT company_id FROM numbers WHERE number_id = $1) AS company_id`,
+            (SELECT company_id FROM numbers WHERE number_id = $1) AS company_id,
+            -- the business-accounts cache of the number's company, told in the same statement
+            CASE WHEN EXISTS (SELECT 1 FROM changed)
+                 THEN pg_notify('${ACCOUNTS_CHANGED_CHANNEL}', COALESCE((SELECT company_id FROM numbers WHERE number_id = $1)::text, '*')) END AS notified`,
     [numberId, uses.map((x) => x.recipient), uses.map((x) => new Date(x.at))],
   );
   const row = r.rows[0] as { changed: number; fresh_at: Date | null; company_id: number | null };
   if (row.changed === 0) return;
-  await tx.query('SELECT pg_notify($1, $2)', [ACCOUNTS_CHANGED_CHANNEL, String(row.company_id ?? '*')]);
   markChanging(ACCOUNTS_CHANGED_CHANNEL, row.company_id ?? '*');
   if (row.fresh_at) {
     // a new minute for this number: drop what no window can reach any more (relative to the event's time)

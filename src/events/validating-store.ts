@@ -1,4 +1,4 @@
-import type { EventStore, EventToAppend, ExpectedRevision, Position, ReadAllBatch, RecordedEvent } from '../ports/event-store';
+import type { EventStore, EventToAppend, ExpectedRevision, Position, ReadAllBatch, RecordedEvent, StreamAppend } from '../ports/event-store';
 import type { EventRegistry } from './registry';
 
 /** Wraps any adapter: every appended event is validated (and version-stamped); every read event is upcast. */
@@ -16,8 +16,18 @@ export class ValidatingEventStore implements EventStore {
     return this.inner.append(streamId, events.map((e) => this.registry.prepare(e)), expected);
   }
 
+  appendMany(appends: StreamAppend[]) {
+    return this.inner.appendMany(appends.map((a) => ({ ...a, events: a.events.map((e) => this.registry.prepare(e)) })));
+  }
+
   async readStream(streamId: string, fromRevision?: bigint): Promise<RecordedEvent[]> {
     return (await this.inner.readStream(streamId, fromRevision)).map((e) => this.registry.upcast(e));
+  }
+
+  async readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>> {
+    const streams = await this.inner.readStreams(streamIds);
+    for (const [id, events] of streams) streams.set(id, events.map((e) => this.registry.upcast(e)));
+    return streams;
   }
 
   async readAll(after: Position, limit: number): Promise<ReadAllBatch> {

@@ -45,6 +45,13 @@ export interface AppendResult {
   alreadyAppended: boolean;
 }
 
+/** One stream's part of an `appendMany`. */
+export interface StreamAppend {
+  streamId: string;
+  events: EventToAppend[];
+  expected: ExpectedRevision;
+}
+
 export interface ReadAllBatch {
   events: RecordedEvent[];
   /** position to pass as `after` on the next call; equals `after` when nothing was read */
@@ -54,8 +61,20 @@ export interface ReadAllBatch {
 export interface EventStore {
   readonly kind: 'postgres' | 'esdb';
   append(streamId: string, events: EventToAppend[], expected: ExpectedRevision): Promise<AppendResult>;
+  /**
+   * Appends to several distinct streams, each with its own expected revision; results in the order of `appends`.
+   * Each entry behaves like `append` (an entry whose event ids are all stored in that stream already is
+   * recognised: `alreadyAppended`, its expectation is not checked). Postgres: one statement, all or nothing: when
+   * it throws, nothing was appended. EventStoreDB: the entries are appended one after the other, so when it throws
+   * the entries before the failing one may be stored (deterministic event ids let a retry recognise them).
+   * Throws WrongExpectedRevisionError when an entry's expectation fails, DuplicateEventIdError when an event id
+   * is stored already but its entry is not (part of it, or in another stream).
+   */
+  appendMany(appends: StreamAppend[]): Promise<AppendResult[]>;
   /** all events of a stream in revision order, from `fromRevision` (default 0) */
   readStream(streamId: string, fromRevision?: bigint): Promise<RecordedEvent[]>;
+  /** all events of each stream in revision order, keyed by stream id (every requested id; [] when unknown) */
+  readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>>;
   /** events in global order strictly after `after` (START = beginning); never skips a late commit */
   readAll(after: Position, limit: number): Promise<ReadAllBatch>;
   /** position of the newest committed event (START when empty); readAll reaches it once older transactions end */
@@ -77,5 +96,16 @@ export class WrongExpectedRevisionError extends Error {
   ) {
     super(`wrong expected revision on ${streamId}: expected ${String(expected)}, actual ${String(actual)}`);
     this.name = 'WrongExpectedRevisionError';
+  }
+}
+
+/** An appendMany entry collides with events stored already under the same ids but not as that entry. */
+export class DuplicateEventIdError extends Error {
+  constructor(
+    readonly streamId: string,
+    readonly eventIds: string[],
+  ) {
+    super(`event ids of the append to ${streamId} are stored already, but not as that append: ${eventIds.join(', ')}`);
+    this.name = 'DuplicateEventIdError';
   }
 }

@@ -108,6 +108,100 @@ export function describeEventStoreContract(name: string, make: () => Promise<Sto
       expect(await store.readStream(s)).toHaveLength(2);
     });
 
+    it('appendMany appends to several streams with their own expectations; readStreams reads them back', async () => {
+      const fresh = stream('many-new');
+      const existing = stream('many-old');
+      const anyStream = stream('many-any');
+      await store.append(existing, [ev('Old0', {}), ev('Old1', {})], 'no_stream');
+      await store.append(anyStream, [ev('Any0', {})], 'no_stream');
+      const head0 = await store.headPosition();
+      const results = await store.appendMany([
+        { streamId: fresh, events: [ev('N0', { n: 0 }), ev('N1', { n: 1 })], expected: 'no_stream' },
+        { streamId: existing, events: [ev('Old2', { n: 2 })], expected: 1n },
+        { streamId: anyStream, events: [ev('Any1', {})], expected: 'any' },
+      ]);
+      expect(results.map((r) => [r.nextRevision, r.alreadyAppended])).toEqual([[1n, false], [2n, false], [1n, false]]);
+      expect(store.comparePositions(results[0].position, results[1].position)).toBeLessThan(0);
+      expect(store.comparePositions(results[1].position, results[2].position)).toBeLessThan(0);
+
+      const unknown = stream('many-unknown');
+      const read = await store.readStreams([fresh, existing, unknown, anyStream]);
+      expect([...read.keys()].sort()).toEqual([fresh, existing, unknown, anyStream].sort());
+      expect(read.get(fresh)!.map((e) => [e.type, e.data, e.revision, e.streamId])).toEqual([
+        ['N0', { n: 0 }, 0n, fresh],
+        ['N1', { n: 1 }, 1n, fresh],
+      ]);
+      expect(read.get(existing)!.map((e) => [e.type, e.revision])).toEqual([['Old0', 0n], ['Old1', 1n], ['Old2', 2n]]);
+      expect(read.get(anyStream)!.map((e) => e.type)).toEqual(['Any0', 'Any1']);
+      expect(read.get(unknown)).toEqual([]);
+      expect(read.get(existing)!.at(-1)!.metadata.actor).toBe('test');
+      // readStream and readAll see the same events, in the order they were given
+      expect(await store.readStream(existing)).toEqual(read.get(existing));
+      const { events } = await readEverything(store, head0);
+      const mine = new Set([fresh, existing, anyStream]);
+      expect(events.filter((e) => mine.has(e.streamId)).map((e) => e.type)).toEqual(['N0', 'N1', 'Old2', 'Any1']);
+    });
+
+    it('appendMany refuses a failing expectation (WrongExpectedRevisionError naming the stream) and appends nothing', async () => {
+      const s = stream('many-conflict');
+      await store.append(s, [ev('A', {})], 'no_stream');
+      const other = stream('many-other');
+      const attempt = store.appendMany([
+        { streamId: s, events: [ev('B', {})], expected: 5n },
+        { streamId: other, events: [ev('X', {})], expected: 'no_stream' },
+      ]);
+      await expect(attempt).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+      await expect(attempt).rejects.toMatchObject({ streamId: s, expected: 5n, actual: 0n });
+      const read = await store.readStreams([s, other]);
+      expect(read.get(s)!.map((e) => e.type)).toEqual(['A']);
+      expect(read.get(other)).toEqual([]);
+      await expect(store.appendMany([{ streamId: stream('x'), events: [ev('A', {})], expected: 'exists' }])).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+    });
+
+    it('appendMany recognises entries stored already (a retried batch) and appends the others', async () => {
+      const a = stream('many-idem-a');
+      const b = stream('many-idem-b');
+      const c = stream('many-idem-c');
+      const batchA = [ev('A0', {}), ev('A1', {})];
+      const batchB = [ev('B0', {})];
+      const first = await store.appendMany([
+        { streamId: a, events: batchA, expected: 'no_stream' },
+        { streamId: b, events: batchB, expected: 'no_stream' },
+      ]);
+      const again = await store.appendMany([
+        { streamId: a, events: batchA, expected: 'no_stream' },
+        { streamId: b, events: batchB, expected: 'no_stream' },
+        { streamId: c, events: [ev('C0', {})], expected: 'no_stream' },
+      ]);
+      expect(again.map((r) => r.alreadyAppended)).toEqual([true, true, false]);
+      expect(again[0].nextRevision).toBe(first[0].nextRevision);
+      expect(again[0].position).toBe(first[0].position);
+      expect(again[1].nextRevision).toBe(0n);
+      expect(again[2].nextRevision).toBe(0n);
+      const read = await store.readStreams([a, b, c]);
+      expect([a, b, c].map((s) => read.get(s)!.map((e) => e.type))).toEqual([['A0', 'A1'], ['B0'], ['C0']]);
+    });
+
+    it('lets exactly one of two concurrent appendMany calls at the same revision win', async () => {
+      const s = stream('many-race');
+      await store.append(s, [ev('A', {})], 'no_stream');
+      const results = await Promise.allSettled([
+        store.appendMany([{ streamId: s, events: [ev('B1', {})], expected: 0n }, { streamId: stream('r1'), events: [ev('R', {})], expected: 'no_stream' }]),
+        store.appendMany([{ streamId: s, events: [ev('B2', {})], expected: 0n }]),
+      ]);
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      expect((results.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason).toBeInstanceOf(WrongExpectedRevisionError);
+      expect(await store.readStream(s)).toHaveLength(2);
+    });
+
+    it('appendMany refuses a stream given twice or an entry without events', async () => {
+      const s = stream('many-bad');
+      await expect(store.appendMany([{ streamId: s, events: [ev('A', {})], expected: 'any' }, { streamId: s, events: [ev('B', {})], expected: 'any' }])).rejects.toThrow(/appears twice/);
+      await expect(store.appendMany([{ streamId: s, events: [], expected: 'any' }])).rejects.toThrow(/no events/);
+      expect(await store.readStream(s)).toEqual([]);
+      expect(await store.appendMany([])).toEqual([]);
+    });
+
     it('reads all streams in global order, strictly after a position, with a comparable position', async () => {
       const head0 = await store.headPosition();
       const a = stream('ga');

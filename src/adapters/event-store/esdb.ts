@@ -5,7 +5,10 @@
 //                 metadata.eventId (a UUID; any other string is mapped to a deterministic name-based UUID), data and
 //                 metadata as JSON (our EventMetadata is the ESDB event metadata). WrongExpectedVersionError →
 //                 WrongExpectedRevisionError.
-// - readStream  → readStream (StreamNotFoundError → []).
+// - appendMany  → one append per entry, one after the other (ESDB has no multi-stream transaction): not atomic; when
+//                 an entry fails, the entries before it stay appended (callers use deterministic event ids, so a
+//                 retry recognises them: `alreadyAppended`).
+// - readStream  → readStream (StreamNotFoundError → []); readStreams → concurrent readStream calls.
 // - readAll     → readAll forwards from the given position. ESDB reads forwards *inclusively*, the port is strictly
 //                 after, so the event at `after` is dropped. System events (type or stream starting with `$`) are
 //                 skipped on the client (readAll has no server-side filter in this client version), but they still
@@ -58,6 +61,7 @@ import {
   type ReadAllBatch,
   type RecordedEvent,
   START,
+  type StreamAppend,
   WrongExpectedRevisionError,
 } from '../../ports/event-store';
 
@@ -228,6 +232,7 @@ function isStreamNotFound(err: unknown): boolean {
 // ---------------------------------------------------------------------------------------------------------------
 
 const HEAD_PAGE = 256;
+const READ_STREAMS_CONCURRENCY = 32;
 const COUNT_PAGE = 4096;
 
 export class EsdbEventStore implements EventStore {
@@ -301,6 +306,19 @@ export class EsdbEventStore implements EventStore {
     }
   }
 
+  /** Sequential appends (see the header): not atomic on EventStoreDB. */
+  async appendMany(appends: StreamAppend[]): Promise<AppendResult[]> {
+    const seen = new Set<string>();
+    for (const a of appends) {
+      if (a.events.length === 0) throw new Error(`appendMany: the append to ${a.streamId} has no events`);
+      if (seen.has(a.streamId)) throw new Error(`appendMany: stream ${a.streamId} appears twice`);
+      seen.add(a.streamId);
+    }
+    const results: AppendResult[] = [];
+    for (const a of appends) results.push(await this.append(a.streamId, a.events, a.expected));
+    return results;
+  }
+
   /** The stored events where this batch would have gone, if they are exactly this batch (by id). */
   private async findStored(streamId: string, ids: string[], expected: ExpectedRevision): Promise<AppendResult | undefined> {
     if (expected === 'any' || expected === 'exists') return this.findStoredAtTail(streamId, ids);
@@ -360,6 +378,19 @@ export class EsdbEventStore implements EventStore {
       if (!r.event) continue;
       const pos = positionOf(r);
       out.push(toRecorded(r.event, pos ? encodeEsdbPosition(pos) : START));
+    }
+    return out;
+  }
+
+  async readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>> {
+    this.assertOpen();
+    const unique = [...new Set(streamIds)];
+    const out = new Map<string, RecordedEvent[]>();
+    // the client multiplexes reads over one connection; a bounded number in flight keeps memory in check
+    for (let i = 0; i < unique.length; i += READ_STREAMS_CONCURRENCY) {
+      const slice = unique.slice(i, i + READ_STREAMS_CONCURRENCY);
+      const read = await Promise.all(slice.map((id) => this.readStream(id)));
+      slice.forEach((id, k) => out.set(id, read[k]));
     }
     return out;
   }

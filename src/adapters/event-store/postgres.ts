@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Pool } from 'pg';
 import {
   type AppendResult,
+  DuplicateEventIdError,
   type EventStore,
   type EventToAppend,
   type ExpectedRevision,
@@ -9,6 +10,7 @@ import {
   type ReadAllBatch,
   type RecordedEvent,
   START,
+  type StreamAppend,
   WrongExpectedRevisionError,
 } from '../../ports/event-store';
 
@@ -62,7 +64,60 @@ SELECT $1, ok.rev + e.ord, e.event_id, e.type, e.data, e.metadata
  ORDER BY e.ord
 RETURNING tx_id, seq, stream_revision`;
 
+// appendMany in one statement: every stream's revision is read and checked; the INSERT runs only when all
+// expectations hold (all or nothing). Streams: $1 ids, $2 expectation kinds, $3 exact revisions; events,
+// flattened in append order: $4 index of their stream in $1 (1-based), $5..$8 id, type, data, metadata.
+const APPEND_MANY_SQL = `
+WITH s AS (
+  SELECT s.stream_id, s.kind, s.rev AS expected_rev, s.idx
+    FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS s(stream_id, kind, rev, idx)
+), ok AS (
+  SELECT s.idx, s.stream_id, cur.rev
+    FROM s CROSS JOIN LATERAL (
+      SELECT COALESCE(MAX(e.stream_revision), -1) AS rev FROM es.events e WHERE e.stream_id = s.stream_id
+    ) cur
+   WHERE CASE s.kind
+           WHEN 'any' THEN true
+           WHEN 'no_stream' THEN cur.rev = -1
+           WHEN 'exists' THEN cur.rev >= 0
+           ELSE cur.rev = s.expected_rev
+         END
+), all_ok AS (
+  SELECT 1 AS yes WHERE (SELECT count(*) FROM ok) = cardinality($1::text[])
+), ev AS (
+  SELECT e.sidx, e.event_id, e.type, e.data, e.metadata, e.ord,
+         row_number() OVER (PARTITION BY e.sidx ORDER BY e.ord) AS n
+    FROM unnest($4::int[], $5::uuid[], $6::text[], $7::jsonb[], $8::jsonb[]) WITH ORDINALITY
+         AS e(sidx, event_id, type, data, metadata, ord)
+)
+INSERT INTO es.events (stream_id, stream_revision, event_id, type, data, metadata)
+SELECT ok.stream_id, ok.rev + ev.n, ev.event_id, ev.type, ev.data, ev.metadata
+  FROM all_ok, ok JOIN ev ON ev.sidx = ok.idx
+ ORDER BY ev.ord
+RETURNING tx_id, seq, stream_id, stream_revision`;
+
+// The hottest statements are named prepared statements (node-postgres prepares them once per connection and
+// then only binds and executes: Postgres skips the parse and, once it settles on a generic plan, the planning).
+// A name must always go with the same text: these are constants.
+const READ_STREAM_SQL = `SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
+  WHERE stream_id = $1 AND stream_revision >= $2 ORDER BY stream_revision`;
+const READ_STREAMS_SQL = `SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
+  WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, stream_revision`;
+const READ_ALL_SQL = `SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
+  WHERE (tx_id, seq) > ($1::bigint, $2::bigint)
+    AND tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+  ORDER BY tx_id, seq LIMIT $3`;
+
 const MAX_ANY_RETRIES = 20;
+
+const expectationKind = (expected: ExpectedRevision): string => (typeof expected === 'bigint' ? 'revision' : expected);
+
+function expectationHolds(expected: ExpectedRevision, current: bigint | 'no_stream'): boolean {
+  if (expected === 'any') return true;
+  if (expected === 'no_stream') return current === 'no_stream';
+  if (expected === 'exists') return current !== 'no_stream';
+  return current === expected;
+}
 
 export class PostgresEventStore implements EventStore {
   readonly kind = 'postgres' as const;
@@ -77,15 +132,19 @@ export class PostgresEventStore implements EventStore {
     const ids = events.map((e) => e.metadata.eventId);
     for (let attempt = 0; ; attempt++) {
       try {
-        const res = await this.pool.query<{ tx_id: string; seq: string; stream_revision: string }>(APPEND_SQL, [
-          streamId,
-          typeof expected === 'bigint' ? 'revision' : expected,
-          typeof expected === 'bigint' ? expected.toString() : null,
-          ids,
-          events.map((e) => e.type),
-          events.map((e) => JSON.stringify(e.data)),
-          events.map((e) => JSON.stringify(e.metadata)),
-        ]);
+        const res = await this.pool.query<{ tx_id: string; seq: string; stream_revision: string }>({
+          name: 'es_append',
+          text: APPEND_SQL,
+          values: [
+            streamId,
+            expectationKind(expected),
+            typeof expected === 'bigint' ? expected.toString() : null,
+            ids,
+            events.map((e) => e.type),
+            events.map((e) => JSON.stringify(e.data)),
+            events.map((e) => JSON.stringify(e.metadata)),
+          ],
+        });
         if (res.rowCount === 0) {
           const stored = await this.alreadyStored(streamId, ids);
           if (stored) return stored;
@@ -102,6 +161,121 @@ export class PostgresEventStore implements EventStore {
         throw new WrongExpectedRevisionError(streamId, expected, await this.currentRevision(streamId));
       }
     }
+  }
+
+  async appendMany(appends: StreamAppend[]): Promise<AppendResult[]> {
+    const seen = new Set<string>();
+    for (const a of appends) {
+      if (a.events.length === 0) throw new Error(`appendMany: the append to ${a.streamId} has no events`);
+      if (seen.has(a.streamId)) throw new Error(`appendMany: stream ${a.streamId} appears twice`);
+      seen.add(a.streamId);
+    }
+    const results: AppendResult[] = new Array(appends.length);
+    // entries still to append, by their index in `appends`; entries recognised as stored leave this list
+    let pending = appends.map((_, i) => i);
+    for (let attempt = 0; pending.length > 0; attempt++) {
+      const batch = pending.map((i) => appends[i]);
+      try {
+        const rows = await this.insertMany(batch);
+        if (rows.length > 0) {
+          const last = new Map<string, { tx_id: string; seq: string; stream_revision: string }>();
+          for (const r of rows) {
+            const prev = last.get(r.stream_id);
+            if (!prev || BigInt(r.stream_revision) > BigInt(prev.stream_revision)) last.set(r.stream_id, r);
+          }
+          for (const i of pending) {
+            const r = last.get(appends[i].streamId)!;
+            results[i] = { nextRevision: BigInt(r.stream_revision), position: encode(r.tx_id, r.seq), alreadyAppended: false };
+          }
+          this.emitter.emit('appended');
+          return results;
+        }
+        // no row: an expectation failed (the INSERT ran for none)
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err;
+        // an event id stored already, or a concurrent writer took a revision first: nothing was appended
+      }
+      const stored = await this.storedEntries(batch);
+      if (stored.size > 0) {
+        for (const [k, result] of stored) results[pending[k]] = result;
+        pending = pending.filter((_, k) => !stored.has(k));
+        continue;
+      }
+      const current = await this.currentRevisions(batch.map((a) => a.streamId));
+      const failing = batch.find((a) => !expectationHolds(a.expected, current.get(a.streamId) ?? 'no_stream'));
+      if (failing) throw new WrongExpectedRevisionError(failing.streamId, failing.expected, current.get(failing.streamId) ?? 'no_stream');
+      // every expectation holds now: a concurrent writer got in between (an `any` or `exists` entry); again
+      if (attempt >= MAX_ANY_RETRIES) {
+        const a = batch[0];
+        throw new WrongExpectedRevisionError(a.streamId, a.expected, current.get(a.streamId) ?? 'no_stream');
+      }
+    }
+    return results;
+  }
+
+  private async insertMany(batch: StreamAppend[]) {
+    const streamIdx: number[] = [];
+    const ids: string[] = [];
+    const types: string[] = [];
+    const data: string[] = [];
+    const metadata: string[] = [];
+    batch.forEach((a, i) => {
+      for (const e of a.events) {
+        streamIdx.push(i + 1);
+        ids.push(e.metadata.eventId);
+        types.push(e.type);
+        data.push(JSON.stringify(e.data));
+        metadata.push(JSON.stringify(e.metadata));
+      }
+    });
+    const res = await this.pool.query<{ tx_id: string; seq: string; stream_id: string; stream_revision: string }>({
+      name: 'es_append_many',
+      text: APPEND_MANY_SQL,
+      values: [
+        batch.map((a) => a.streamId),
+        batch.map((a) => expectationKind(a.expected)),
+        batch.map((a) => (typeof a.expected === 'bigint' ? a.expected.toString() : null)),
+        streamIdx,
+        ids,
+        types,
+        data,
+        metadata,
+      ],
+    });
+    return res.rows;
+  }
+
+  /**
+   * Entries of `batch` whose event ids are all stored, in that stream, already (by index in `batch`). Throws
+   * DuplicateEventIdError for an entry only part of whose ids are stored, or stored in another stream.
+   */
+  private async storedEntries(batch: StreamAppend[]): Promise<Map<number, AppendResult>> {
+    const ids = batch.flatMap((a) => a.events.map((e) => e.metadata.eventId));
+    const res = await this.pool.query<{ event_id: string; tx_id: string; seq: string; stream_revision: string; stream_id: string }>(
+      'SELECT event_id::text, tx_id, seq, stream_revision, stream_id FROM es.events WHERE event_id = ANY($1::uuid[])',
+      [ids],
+    );
+    const byId = new Map(res.rows.map((r) => [r.event_id.toLowerCase(), r]));
+    const out = new Map<number, AppendResult>();
+    batch.forEach((a, k) => {
+      const found = a.events.map((e) => byId.get(e.metadata.eventId.toLowerCase()));
+      const present = found.filter((r) => r !== undefined);
+      if (present.length === 0) return;
+      if (present.length !== found.length || present.some((r) => r.stream_id !== a.streamId)) {
+        throw new DuplicateEventIdError(a.streamId, a.events.filter((_, i) => found[i] !== undefined).map((e) => e.metadata.eventId));
+      }
+      const last = present.reduce((x, y) => (BigInt(y.tx_id) > BigInt(x.tx_id) || (y.tx_id === x.tx_id && BigInt(y.seq) > BigInt(x.seq)) ? y : x));
+      out.set(k, { nextRevision: BigInt(last.stream_revision), position: encode(last.tx_id, last.seq), alreadyAppended: true });
+    });
+    return out;
+  }
+
+  private async currentRevisions(streamIds: string[]): Promise<Map<string, bigint>> {
+    const res = await this.pool.query<{ stream_id: string; rev: string }>(
+      'SELECT stream_id, MAX(stream_revision) AS rev FROM es.events WHERE stream_id = ANY($1::text[]) GROUP BY stream_id',
+      [streamIds],
+    );
+    return new Map(res.rows.map((r) => [r.stream_id, BigInt(r.rev)]));
   }
 
   /** A retried append whose event ids are all stored already is recognised, not duplicated. */
@@ -126,23 +300,21 @@ export class PostgresEventStore implements EventStore {
   }
 
   async readStream(streamId: string, fromRevision = 0n): Promise<RecordedEvent[]> {
-    const res = await this.pool.query<EventRow>(
-      `SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
-        WHERE stream_id = $1 AND stream_revision >= $2 ORDER BY stream_revision`,
-      [streamId, fromRevision.toString()],
-    );
+    const res = await this.pool.query<EventRow>({ name: 'es_read_stream', text: READ_STREAM_SQL, values: [streamId, fromRevision.toString()] });
     return res.rows.map(toRecorded);
+  }
+
+  async readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>> {
+    const out = new Map<string, RecordedEvent[]>(streamIds.map((id) => [id, []]));
+    if (streamIds.length === 0) return out;
+    const res = await this.pool.query<EventRow>({ name: 'es_read_streams', text: READ_STREAMS_SQL, values: [[...new Set(streamIds)]] });
+    for (const row of res.rows) out.get(row.stream_id)!.push(toRecorded(row));
+    return out;
   }
 
   async readAll(after: Position, limit: number): Promise<ReadAllBatch> {
     const [tx, seq] = decode(after);
-    const res = await this.pool.query<EventRow>(
-      `SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
-        WHERE (tx_id, seq) > ($1::bigint, $2::bigint)
-          AND tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
-        ORDER BY tx_id, seq LIMIT $3`,
-      [tx.toString(), seq.toString(), limit],
-    );
+    const res = await this.pool.query<EventRow>({ name: 'es_read_all', text: READ_ALL_SQL, values: [tx.toString(), seq.toString(), limit] });
     const events = res.rows.map(toRecorded);
     return { events, nextPosition: events.length ? events[events.length - 1].position : after };
   }

@@ -27,6 +27,20 @@ export class PoisonRecordError extends Error {
 
 export type RecordHandler = (record: IncomingRecord) => Promise<void>;
 
+/** What became of one record of a batch: applied, to be retried later, or never applicable (→ DLQ). */
+export type RecordOutcome = { kind: 'ok' } | { kind: 'retry'; error: unknown } | { kind: 'poison'; reason: string };
+
+/**
+ * Handles several records of one partition at once (in offset order) and answers one outcome per record, in the
+ * same order. Contract:
+ * - `ok`: done; `poison`: dead-lettered with the reason; `retry`: not applied, handed again (with the other
+ *   `retry` records of the call, in offset order) after a backoff;
+ * - per-key order is the handler's to keep within a call: a record answered `retry` must not have been
+ *   overtaken, so every later record with the same key in the call must be answered `retry` too;
+ * - throwing = every record of the call is retried (nothing of it is acknowledged); handlers are idempotent.
+ */
+export type BatchHandler = (records: IncomingRecord[]) => Promise<RecordOutcome[]>;
+
 export interface SubscribeOptions {
   /** consumer group (Kafka); ignored in-process */
   groupId: string;
@@ -37,6 +51,14 @@ export interface SubscribeOptions {
    * handled one after another in offset order; offsets are committed only past records that are all done.
    */
   keyedConcurrency?: number;
+  /**
+   * Hand records to this batch handler instead of the per-record `handler`. Kafka: the records of a fetched
+   * partition batch, in slices of at most `maxBatchRecords`; offsets are committed only past records that are all
+   * done (`ok` or dead-lettered). In-process: one record per call. `keyedConcurrency` does not apply.
+   */
+  batchHandler?: BatchHandler;
+  /** most records per batchHandler call (default 500) */
+  maxBatchRecords?: number;
 }
 
 export interface Subscription {
@@ -50,7 +72,8 @@ export interface RecordTransport {
   publish(topic: string, records: OutgoingRecord[]): Promise<void>;
   /**
    * Handler contract: resolve = done (offset committed); throw PoisonRecordError = dead-letter and move on;
-   * any other error = transient, retried with backoff without committing.
+   * any other error = transient, retried with backoff without committing. With `options.batchHandler`, that
+   * handler gets the records instead (see BatchHandler).
    */
   subscribe(topic: string, handler: RecordHandler, options: SubscribeOptions): Promise<Subscription>;
   ping(): Promise<void>;

@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaTransport, type TransportLogger } from '../../src/adapters/kafka/transport';
-import { PoisonRecordError, type IncomingRecord, type Subscription } from '../../src/ports/transport';
+import { PoisonRecordError, type IncomingRecord, type RecordOutcome, type Subscription } from '../../src/ports/transport';
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS;
 const d = BROKERS ? describe : describe.skip;
@@ -420,6 +420,191 @@ d('KafkaTransport (real broker)', () => {
     await again.publish(topic, [{ key: 'marker', value: { key: 'marker', seq: 0 } }]);
     await waitFor('the marker', () => late.length > 0);
     expect(late.map((r) => r.key)).toEqual(['marker']);
+  });
+
+  describe('batch handler', () => {
+    const noPerRecord = async () => {
+      throw new Error('the per-record handler must not be called when a batch handler is given');
+    };
+
+    it('hands over slices of a partition in offset order, keeps each key in order, commits once all are done', async () => {
+      const { topic, groupId } = unique('batch-order');
+      const t = newTransport();
+      const keys = Array.from({ length: 8 }, (_, i) => `key-${i}`);
+      const perKey = 50;
+      for (let seq = 0; seq < perKey; seq += 10) {
+        await t.publish(topic, keys.flatMap((key) => Array.from({ length: 10 }, (_, j) => ({ key, value: { key, seq: seq + j } }))));
+      }
+      const calls: IncomingRecord[][] = [];
+      await t.subscribe(topic, noPerRecord, {
+        groupId,
+        maxBatchRecords: 64,
+        batchHandler: async (records) => {
+          calls.push(records);
+          return records.map((): RecordOutcome => ({ kind: 'ok' }));
+        },
+      });
+      const total = keys.length * perKey;
+      await waitFor('all records', () => calls.reduce((n, c) => n + c.length, 0) === total);
+      const seen = calls.flat();
+      expect(seen).toHaveLength(total); // each once
+      for (const key of keys) expect(seen.filter((r) => r.key === key).map((r) => (r.value as { seq: number }).seq)).toEqual([...Array(perKey).keys()]);
+      for (const call of calls) {
+        expect(call.length).toBeLessThanOrEqual(64);
+        expect(new Set(call.map((r) => r.partition)).size).toBe(1); // one partition per call
+        const offsets = call.map((r) => BigInt(r.offset!));
+        expect(offsets.every((o, i) => i === 0 || o > offsets[i - 1])).toBe(true); // offset order
+      }
+      expect(Math.max(...calls.map((c) => c.length))).toBeGreaterThan(1); // records really came in batches
+
+      // everything was committed: a new consumer in the same group gets only what is published later
+      await t.close();
+      const again = newTransport();
+      const late: IncomingRecord[] = [];
+      await again.subscribe(topic, noPerRecord, { groupId, batchHandler: async (records) => (late.push(...records), records.map(() => ({ kind: 'ok' as const }))) });
+      await again.publish(topic, [{ key: 'marker', value: { key: 'marker', seq: 0 } }]);
+      await waitFor('the marker', () => late.length > 0);
+      await sleep(300);
+      expect(late.map((r) => r.key)).toEqual(['marker']);
+    });
+
+    it('dead-letters poison outcomes and non-JSON values with the reason, and handles the rest of the slice', async () => {
+      const { topic, groupId } = unique('batch-poison');
+      const t = newTransport();
+      await t.publish(topic, [0, 1, 2].map((n) => ({ key: 'same', value: { n }, headers: { 'x-trace': `t${n}` } })));
+      const raw = kafka().producer();
+      await raw.connect();
+      await raw.send({ topic, messages: [{ key: 'same', value: 'not json {' }] });
+      await raw.disconnect();
+      await t.publish(topic, [3, 4].map((n) => ({ key: 'same', value: { n } })));
+
+      const handled: number[] = [];
+      const handedOver: unknown[] = [];
+      const deadLettered: Array<{ offset?: string; reason: string }> = [];
+      let poisonOffset: string | undefined;
+      await t.subscribe(topic, noPerRecord, {
+        groupId,
+        batchHandler: async (records) =>
+          records.map((r): RecordOutcome => {
+            handedOver.push(r.value);
+            const { n } = r.value as { n: number };
+            if (n === 1) {
+              poisonOffset = r.offset;
+              return { kind: 'poison', reason: 'status of an unknown message' };
+            }
+            handled.push(n);
+            return { kind: 'ok' };
+          }),
+        onDeadLetter: (record, reason) => void deadLettered.push({ offset: record.offset, reason }),
+      });
+      await waitFor('the records after the poison ones', () => handled.includes(4));
+      await waitFor('both dead letters', () => deadLettered.length === 2);
+      expect(handled).toEqual([0, 2, 3, 4]);
+      expect(handedOver).not.toContain('not json {'); // never handed to the handler
+      expect(deadLettered).toHaveLength(2);
+      expect(deadLettered.map((d) => d.reason)).toEqual(expect.arrayContaining(['status of an unknown message', expect.stringMatching(/^value is not JSON/)]));
+
+      const dlq: Array<{ value: string | null; headers: Record<string, string> }> = [];
+      const reader = kafka().consumer({ groupId: `${groupId}-dlq-reader`, maxWaitTimeInMs: 200 });
+      await reader.connect();
+      try {
+        await reader.subscribe({ topic: `${topic}.dlq`, fromBeginning: true });
+        await reader.run({
+          eachMessage: async ({ message }) => {
+            const headers: Record<string, string> = {};
+            for (const [k, v] of Object.entries(message.headers ?? {})) headers[k] = String(v);
+            dlq.push({ value: message.value?.toString() ?? null, headers });
+          },
+        });
+        await waitFor('the DLQ records', () => dlq.length === 2);
+      } finally {
+        await reader.disconnect();
+      }
+      const byValue = new Map(dlq.map((d) => [d.value, d.headers]));
+      expect(byValue.get(JSON.stringify({ n: 1 }))).toEqual({
+        'x-trace': 't1',
+        'x-dlq-reason': 'status of an unknown message',
+        'x-original-topic': topic,
+        'x-original-partition': expect.any(String),
+        'x-original-offset': poisonOffset,
+      });
+      expect(byValue.get('not json {')).toMatchObject({ 'x-dlq-reason': expect.stringMatching(/^value is not JSON/), 'x-original-topic': topic });
+    });
+
+    it('hands the retry records again, alone and in order, and a throwing handler the whole slice: nothing lost or skipped', async () => {
+      const { topic, groupId } = unique('batch-retry');
+      const t = newTransport({ retryInitialMs: 20 });
+      // one key per partition would not be guaranteed: one key, so the whole topic is one ordered lane
+      await t.publish(topic, Array.from({ length: 20 }, (_, n) => ({ key: 'k', value: { n } })));
+      const calls: number[][] = [];
+      const applied: number[] = [];
+      let threw = false;
+      let retried = 0;
+      await t.subscribe(topic, noPerRecord, {
+        groupId,
+        maxBatchRecords: 10,
+        batchHandler: async (records) => {
+          const ns = records.map((r) => (r.value as { n: number }).n);
+          calls.push(ns);
+          if (ns.includes(15) && !threw) {
+            threw = true;
+            throw new Error('event store unavailable'); // nothing of this call counts
+          }
+          // n=5 fails twice: it and the records after it (same key) are answered retry, the ones before it are done
+          const failAt = ns.indexOf(5);
+          const failing = failAt >= 0 && retried++ < 2;
+          return ns.map((n, i): RecordOutcome => {
+            if (failing && i >= failAt) return { kind: 'retry', error: new Error('busy') };
+            applied.push(n);
+            return { kind: 'ok' };
+          });
+        },
+      });
+      await waitFor('all records', () => applied.length === 20);
+      expect(applied).toEqual([...Array(20).keys()]); // each applied once, in order
+      // the call that failed at 5 is followed by calls of its retry records only (5 and the rest of its slice)
+      const firstWith5 = calls.findIndex((c) => c.includes(5));
+      const slice = calls[firstWith5];
+      expect(calls[firstWith5 + 1]).toEqual(slice.slice(slice.indexOf(5)));
+      expect(calls[firstWith5 + 2]).toEqual(slice.slice(slice.indexOf(5)));
+      // the call that threw is handed again whole
+      const threwAt = calls.findIndex((c) => c.includes(15));
+      expect(calls[threwAt + 1]).toEqual(calls[threwAt]);
+      expect(calls.every((c) => c.length <= 10)).toBe(true);
+    });
+
+    it('stopped while records are being retried: the done ones are committed, the unfinished ones come to the next consumer', async () => {
+      const { topic, groupId } = unique('batch-stop');
+      const t = newTransport({ retryInitialMs: 200 });
+      await t.publish(topic, Array.from({ length: 6 }, (_, n) => ({ key: 'k', value: { n } })));
+      const applied: number[] = [];
+      let failures = 0;
+      const sub = await t.subscribe(topic, noPerRecord, {
+        groupId,
+        batchHandler: async (records) =>
+          records.map((r): RecordOutcome => {
+            const { n } = r.value as { n: number };
+            if (n >= 3) {
+              failures++;
+              return { kind: 'retry', error: new Error('down') };
+            }
+            applied.push(n);
+            return { kind: 'ok' };
+          }),
+      });
+      await waitFor('a failure', () => failures >= 3);
+      await sub.stop();
+      expect(applied).toEqual([0, 1, 2]);
+
+      const next: number[] = [];
+      await newTransport().subscribe(topic, noPerRecord, {
+        groupId,
+        batchHandler: async (records) => records.map((r) => (next.push((r.value as { n: number }).n), { kind: 'ok' as const })),
+      });
+      await waitFor('the unfinished records', () => next.length >= 3);
+      await sleep(300);
+      expect(next).toEqual([3, 4, 5]);
+    });
   });
 
   it('consumes a 30,000-record backlog completely (its rate is printed; speed is measured in bench/)', async () => {

@@ -15,12 +15,16 @@
 //   publish() succeeds, the record is not retried.
 // - Publishing to a topic nobody subscribes to yet queues the records in memory; the first subscription
 //   to that topic receives them, in order, and retries a failing one (capped backoff) until it succeeds.
+// - A subscription with a batch handler gets every record as a batch of one (records are handed over as they
+//   are published, like the per-record handler): `ok` = handled, `poison` = dead letter, `retry` = a
+//   transient failure as above.
 //
 // Durability: at-least-once only while this process lives. Nothing is written anywhere: records queued
 // for a missing subscriber, or being retried, are lost if the process dies. Use the Kafka transport
 // (KAFKA_BROKERS) where that matters.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import {
+  type BatchHandler,
   dlqTopic,
   PoisonRecordError,
   type IncomingRecord,
@@ -54,6 +58,17 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 const isPoison = (err: unknown): err is PoisonRecordError =>
   err instanceof PoisonRecordError || (err instanceof Error && err.name === 'PoisonRecordError');
+
+/** A batch handler seen through the per-record contract: one record per call. */
+function oneRecordAtATime(batchHandler: BatchHandler): RecordHandler {
+  return async (record) => {
+    const outcomes = await batchHandler([record]);
+    const outcome = Array.isArray(outcomes) && outcomes.length === 1 ? outcomes[0] : undefined;
+    if (!outcome) throw new Error(`batch handler answered ${Array.isArray(outcomes) ? outcomes.length : 'no'} outcomes for 1 record`);
+    if (outcome.kind === 'poison') throw new PoisonRecordError(outcome.reason);
+    if (outcome.kind === 'retry') throw outcome.error ?? new Error('batch handler asked for a retry');
+  };
+}
 
 class SubscriptionStoppedError extends Error {
   constructor() {
@@ -136,7 +151,8 @@ export class InProcessTransport implements RecordTransport {
 
   async subscribe(topic: string, handler: RecordHandler, options: SubscribeOptions): Promise<Subscription> {
     if (this.closed) throw new Error('InProcessTransport is closed');
-    const sub = new InProcessSubscription(topic, handler, options, (s) => {
+    const perRecord = options.batchHandler ? oneRecordAtATime(options.batchHandler) : handler;
+    const sub = new InProcessSubscription(topic, perRecord, options, (s) => {
       const list = (this.subscriptions.get(topic) ?? []).filter((x) => x !== s);
       if (list.length > 0) this.subscriptions.set(topic, list);
       else this.subscriptions.delete(topic);

@@ -20,6 +20,11 @@
 // - any other error => the same record is retried with capped exponential backoff and nothing after it
 //   on that partition is handled or committed until it succeeds. Short delays are waited in place
 //   (heartbeating); longer ones pause only that partition so the consumer's other partitions go on.
+// - with a batch handler (SubscribeOptions.batchHandler) the partition's fetched batch is handed over in slices
+//   of up to `maxBatchRecords`, one call per slice; the handler answers an outcome per record. Poison records go
+//   to the DLQ as above; the `retry` ones are handed again, alone, after a backoff waited in place (heartbeating),
+//   until they are done; a throwing handler retries the whole slice. Offsets move past a slice only once every
+//   record of it is done, and up to the first unfinished record before any backoff and on stop.
 import {
   Kafka,
   Partitioners,
@@ -35,6 +40,7 @@ import {
   type logCreator,
 } from 'kafkajs';
 import {
+  type BatchHandler,
   dlqTopic,
   PoisonRecordError,
   type IncomingRecord,
@@ -130,6 +136,17 @@ interface RetryState {
 }
 
 type Outcome = { kind: 'done' } | { kind: 'retry'; error: unknown };
+
+/** A record of a batch-handler slice that is not done yet. */
+interface SliceRecord {
+  message: KafkaMessage;
+  /** the handler (or the JSON parse) refused it: only the dead-letter write is left to do */
+  poisonReason?: string;
+  /** the last transient error, for the log */
+  error?: unknown;
+}
+
+const DEFAULT_MAX_BATCH_RECORDS = 500;
 
 export class KafkaTransport implements RecordTransport {
   readonly kind = 'kafka' as const;
@@ -495,6 +512,7 @@ class KafkaSubscription implements Subscription {
   }
 
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
+    if (this.options.batchHandler) return this.eachBatchWithBatchHandler(payload, this.options.batchHandler);
     if ((this.options.keyedConcurrency ?? 1) > 1) return this.eachBatchByKey(payload, this.options.keyedConcurrency!);
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale, pause } = payload;
     const { topic, partition } = batch;
@@ -610,6 +628,136 @@ class KafkaSubscription implements Subscription {
         lastCommitAt = Date.now();
       }
     }
+  }
+
+  /**
+   * Batch handler: the fetched batch in slices of up to `maxBatchRecords`. A slice is handed to the handler; its
+   * poison records are dead-lettered, its `retry` records (or all of them when the handler throws) are handed
+   * again after a backoff, alone, until every record of the slice is done. Only then does the offset move past the
+   * slice (committed at least every `commitIntervalMs`, at the end of the batch, before a backoff up to the first
+   * unfinished record, and on stop).
+   */
+  private async eachBatchWithBatchHandler(payload: EachBatchPayload, handler: BatchHandler): Promise<void> {
+    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
+    const { topic, partition } = batch;
+    const max = Math.max(1, this.options.maxBatchRecords ?? DEFAULT_MAX_BATCH_RECORDS);
+    const active = () => !this.stopping && isRunning() && !isStale();
+    let committed: bigint | null = null; // next offset committed by this call
+    let lastCommitAt = Date.now();
+    const commit = async (next: bigint) => {
+      if (committed !== null && next <= committed) return;
+      await commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition, offset: next.toString() }] }] });
+      committed = next;
+      lastCommitAt = Date.now();
+    };
+    let done: bigint | null = null; // next offset after the records done so far
+    try {
+      for (let start = 0; start < batch.messages.length && active(); start += max) {
+        const slice = batch.messages.slice(start, start + max);
+        let pending: SliceRecord[] = slice.map((message) => ({ message }));
+        for (let attempt = 1; ; attempt++) {
+          pending = await this.handleSlice(topic, partition, pending, handler);
+          if (pending.length === 0) break;
+          const delay = this.backoff(attempt);
+          this.logger?.warn(
+            { topic, partition, offset: pending[0].message.offset, records: pending.length, attempt, delayMs: delay, err: pending[0].error },
+            'batch handler: records failed; retrying',
+          );
+          // everything before the first unfinished record is done
+          const firstPending = BigInt(pending[0].message.offset);
+          if (firstPending > BigInt(slice[0].offset)) done = firstPending;
+          if (done !== null) await commit(done).catch(() => undefined);
+          const until = Date.now() + delay;
+          while (Date.now() < until && active()) {
+            await sleep(Math.min(100, until - Date.now()));
+            await heartbeat().catch(() => undefined);
+          }
+          if (!active()) return; // the unfinished records are re-delivered to the next consumer
+        }
+        const last = slice[slice.length - 1].offset;
+        resolveOffset(last);
+        done = BigInt(last) + 1n;
+        await heartbeat().catch(() => undefined);
+        if (Date.now() - lastCommitAt >= this.opts.commitIntervalMs) await commit(done);
+      }
+    } finally {
+      // at the end of the batch, and when stopping or rebalancing (then best effort: the group may have moved on)
+      if (done !== null) {
+        const end = commit(done);
+        if (active()) await end;
+        else await end.catch(() => undefined);
+      }
+    }
+  }
+
+  /** One pass over a slice: returns the records still to do (transient failures, unwritten dead letters). */
+  private async handleSlice(topic: string, partition: number, pending: SliceRecord[], handler: BatchHandler): Promise<SliceRecord[]> {
+    const toHandle: Array<{ entry: SliceRecord; record: IncomingRecord }> = [];
+    const toDeadLetter: Array<{ entry: SliceRecord; record: IncomingRecord; reason: string }> = [];
+    const left: SliceRecord[] = [];
+    for (const entry of pending) {
+      const { message } = entry;
+      const raw = message.value?.toString('utf8') ?? null;
+      const base: IncomingRecord = {
+        topic,
+        key: message.key?.toString('utf8') ?? null,
+        value: raw,
+        partition,
+        offset: message.offset,
+        headers: headersToStrings(message.headers),
+      };
+      if (entry.poisonReason !== undefined) {
+        toDeadLetter.push({ entry, record: base, reason: entry.poisonReason });
+        continue;
+      }
+      if (raw === null) {
+        toDeadLetter.push({ entry, record: base, reason: 'value is not JSON: empty value' });
+        continue;
+      }
+      try {
+        toHandle.push({ entry, record: { ...base, value: JSON.parse(raw) as unknown } });
+      } catch (err) {
+        toDeadLetter.push({ entry, record: base, reason: `value is not JSON: ${errorMessage(err)}` });
+      }
+    }
+
+    if (toHandle.length > 0) {
+      let outcomes: Awaited<ReturnType<BatchHandler>> | undefined;
+      let failure: unknown;
+      try {
+        outcomes = await handler(toHandle.map((x) => x.record));
+        if (!Array.isArray(outcomes) || outcomes.length !== toHandle.length) {
+          failure = new Error(`batch handler answered ${Array.isArray(outcomes) ? outcomes.length : 'no'} outcomes for ${toHandle.length} records`);
+          outcomes = undefined;
+        }
+      } catch (err) {
+        failure = err;
+      }
+      toHandle.forEach(({ entry, record }, i) => {
+        const outcome = outcomes?.[i];
+        if (!outcome) left.push({ message: entry.message, error: failure });
+        else if (outcome.kind === 'retry') left.push({ message: entry.message, error: outcome.error });
+        else if (outcome.kind === 'poison') toDeadLetter.push({ entry, record, reason: outcome.reason });
+      });
+    }
+
+    await Promise.all(
+      toDeadLetter.map(async ({ entry, record, reason }) => {
+        try {
+          await this.transport.deadLetter(entry.message, { topic, partition }, reason);
+        } catch (err) {
+          left.push({ message: entry.message, poisonReason: reason, error: err });
+          return;
+        }
+        this.logger?.warn({ topic, partition, offset: entry.message.offset, reason }, 'record sent to the dead-letter topic');
+        try {
+          this.options.onDeadLetter?.(record, reason);
+        } catch (err) {
+          this.logger?.error({ err }, 'onDeadLetter callback failed');
+        }
+      }),
+    );
+    return left.sort((a, b) => (BigInt(a.message.offset) < BigInt(b.message.offset) ? -1 : 1));
   }
 
   /** Handles one record: done (handled or dead-lettered) or retry (transient failure). */

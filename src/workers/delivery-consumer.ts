@@ -9,6 +9,15 @@
 //  - records each inbound message as MessageRecorded (direction inbound, channel PROVIDER_MSGAPP, author the
 //    contact matched by phone variants) on `conversation-{companyId}-msgapp-{phone_number_id}-{from}`.
 // Malformed records and records that can never apply go to the DLQ with the reason, never block a partition.
+//
+// Batches (docs/sends.md, "Batched delivery consumer"): the consumer takes records through the transport's batch
+// handler. Per batch: one owner query for the provider ids not cached yet (single sends and bulk recipients), one
+// readStreams for the send streams not cached yet, every status decided in memory in record order, and one
+// appendMany for all of them. Records are grouped in lanes (same key or same provider id); a lane made only of
+// statuses of single sends with a known owner is batched, any other lane (inbound messages, bulk recipients,
+// owners not known yet) goes through the per-record path, one record after the other. A batch append refused
+// for a revision or an event id (another consumer got there first) falls back to the per-record path, which
+// recognises what is stored already.
 import type { Services } from '../services';
 import { DomainError, fold } from '../commands/decider';
 import { baseMetadata } from '../commands/handle';
@@ -16,14 +25,22 @@ import { conversationStreamId, inboundProviderMessage } from '../commands/send/c
 import { type ProviderStatus, type SendCommand, sendDecider, type SendState } from '../commands/send/decider';
 import { deterministicUuid } from '../commands/send/ids';
 import type { SendEvent } from '../events/sends';
-import { WrongExpectedRevisionError } from '../ports/event-store';
-import { PoisonRecordError, type IncomingRecord, type RecordHandler, type Subscription } from '../ports/transport';
+import { DuplicateEventIdError, type EventToAppend, type StreamAppend, WrongExpectedRevisionError } from '../ports/event-store';
+import {
+  type BatchHandler,
+  PoisonRecordError,
+  type IncomingRecord,
+  type RecordHandler,
+  type RecordOutcome,
+  type Subscription,
+} from '../ports/transport';
 import { findContactForRecipient } from '../projections/sends/contacts';
+import { SENDS_SCHEMA } from '../projections/sends/projection';
 import { findNumberByProviderId, findProviderMessageOwner, type ProviderMessageOwner } from '../projections/sends/queries';
 import { normalizePhone } from '../shared/phone';
 import { PROVIDER_WEBHOOK_TOPIC } from '../shared/provider-webhook';
 // [bulk sends, issue 5] bulk recipients own provider message ids too: owner lookup and applier in src/commands/bulk/delivery.ts
-import { applyBulkStatus, findBulkMessageOwner } from '../commands/bulk/delivery';
+import { applyBulkStatus, BULK_OWNERS_SELECT, bulkOwnerFromRow, findBulkMessageOwner } from '../commands/bulk/delivery';
 
 export const DELIVERY_GROUP_ID = 'switchboard-delivery';
 
@@ -34,8 +51,10 @@ export interface DeliveryConsumerOptions {
   ownerGraceMs?: number;
   /** how long one attempt waits in place for the owner to appear (default 500 ms) */
   ownerWaitMs?: number;
-  /** records of one partition handled at once; one message's statuses stay in order (default 16) */
+  /** records of one partition handled at once on the per-record path; one message's statuses stay in order (default 16) */
   keyedConcurrency?: number;
+  /** most records per batch (default 500; the transport's maxBatchRecords) */
+  maxBatchRecords?: number;
 }
 
 /** A status as the consumer applies it. */
@@ -111,34 +130,69 @@ class Lru<K, V> {
   }
 }
 
+/** Folded state and revision of recently touched send streams, shared by the batch and the per-record paths. */
+export type SendStreamCache = Lru<string, { state: SendState; revision: bigint }>;
+
+export function createSendStreamCache(size = 20_000): SendStreamCache {
+  return new Lru(size);
+}
+
+const statusIdentity = (u: ProviderStatusUpdate) => `${u.providerMessageId}:${u.status}:${u.timestamp}`;
+
+function statusCommand(owner: ProviderMessageOwner, update: ProviderStatusUpdate): SendCommand {
+  return {
+    type: 'RecordDeliveryStatus',
+    data: {
+      sendId: owner.streamId.replace(/^send-/, ''),
+      providerMessageId: update.providerMessageId,
+      status: update.status,
+      at: update.at,
+      errorCode: update.errorCode,
+      errorMessage: update.errorMessage,
+    },
+  };
+}
+
+/** The events of one status with their deterministic ids (a redelivered record gets the same ids). */
+function statusEvents(owner: ProviderMessageOwner, update: ProviderStatusUpdate, events: SendEvent[], now: () => Date): EventToAppend[] {
+  const identity = statusIdentity(update);
+  const metadata = baseMetadata({
+    actor: 'provider',
+    companyId: owner.companyId,
+    correlationId: deterministicUuid('provider-status-correlation', identity),
+    now,
+  });
+  return events.map((e, i) => ({
+    type: e.type,
+    data: e.data,
+    metadata: { ...metadata, eventId: deterministicUuid('provider-status', `${identity}:${i}:${e.type}`) },
+  }));
+}
+
+function decideStatus(owner: ProviderMessageOwner, update: ProviderStatusUpdate, state: SendState): SendEvent[] {
+  try {
+    return sendDecider.decide(statusCommand(owner, update), state);
+  } catch (err) {
+    if (err instanceof DomainError) throw new PoisonRecordError(`status ${update.status} of ${update.providerMessageId}: ${err.message}`);
+    throw err;
+  }
+}
+
+function countAppended(services: Services, events: Array<{ type: string }>): void {
+  const byType = new Map<string, number>();
+  for (const e of events) byType.set(e.type, (byType.get(e.type) ?? 0) + 1);
+  for (const [type, n] of byType) services.metrics.eventsAppended.labels(type).inc(n);
+}
+
 /**
  * The single-send applier: the send decider keeps statuses monotonic; event ids derived from the record make a
  * redelivery a no-op. The folded state and revision of recently touched send streams are cached (a send gets
  * two or three statuses, all on one partition, so one consumer): the append's expected revision catches a
  * stale entry (another consumer appended meanwhile), which is then reloaded.
  */
-export function createSendStatusApplier(options: { cacheSize?: number } = {}): StatusApplier {
-  const cache = new Lru<string, { state: SendState; revision: bigint }>(options.cacheSize ?? 20_000);
+export function createSendStatusApplier(options: { cacheSize?: number; cache?: SendStreamCache } = {}): StatusApplier {
+  const cache = options.cache ?? createSendStreamCache(options.cacheSize);
   return async (services, owner, update) => {
-    const sendId = owner.streamId.replace(/^send-/, '');
-    const identity = `${update.providerMessageId}:${update.status}:${update.timestamp}`;
-    const command: SendCommand = {
-      type: 'RecordDeliveryStatus',
-      data: {
-        sendId,
-        providerMessageId: update.providerMessageId,
-        status: update.status,
-        at: update.at,
-        errorCode: update.errorCode,
-        errorMessage: update.errorMessage,
-      },
-    };
-    const ctx = {
-      actor: 'provider',
-      companyId: owner.companyId,
-      correlationId: deterministicUuid('provider-status-correlation', identity),
-      now: services.now,
-    };
     for (let attempt = 0; ; attempt++) {
       let entry = cache.get(owner.streamId);
       if (!entry) {
@@ -149,30 +203,15 @@ export function createSendStatusApplier(options: { cacheSize?: number } = {}): S
           revision: stored[stored.length - 1].revision,
         };
       }
-      let events: SendEvent[];
-      try {
-        events = sendDecider.decide(command, entry.state);
-      } catch (err) {
-        if (err instanceof DomainError) throw new PoisonRecordError(`status ${update.status} of ${update.providerMessageId}: ${err.message}`);
-        throw err;
-      }
+      const events = decideStatus(owner, update, entry.state);
       if (events.length === 0) {
         cache.set(owner.streamId, entry);
         return;
       }
-      const metadata = baseMetadata(ctx);
       try {
-        const result = await services.store.append(
-          owner.streamId,
-          events.map((e, i) => ({
-            type: e.type,
-            data: e.data,
-            metadata: { ...metadata, eventId: deterministicUuid('provider-status', `${identity}:${i}:${e.type}`) },
-          })),
-          entry.revision,
-        );
+        const result = await services.store.append(owner.streamId, statusEvents(owner, update, events, services.now), entry.revision);
         const state = events.reduce(sendDecider.evolve, entry.state);
-        if (!result.alreadyAppended) for (const e of events) services.metrics.eventsAppended.labels(e.type).inc();
+        if (!result.alreadyAppended) countAppended(services, events);
         // an append recognised as already stored says nothing about the revision: reload next time
         if (result.alreadyAppended) cache.delete(owner.streamId);
         else cache.set(owner.streamId, { state, revision: result.nextRevision });
@@ -190,12 +229,40 @@ export const applySendStatus: StatusApplier = createSendStatusApplier();
 statusAppliers.set('send', applySendStatus);
 statusAppliers.set('bulk', applyBulkStatus); // [bulk sends, issue 5]
 
-export function createDeliveryHandler(services: Services, options: DeliveryConsumerOptions = {}): RecordHandler {
+/** Owners of provider message ids, one query: the single sends' owner index and the bulk recipients. */
+export async function findProviderMessageOwners(services: Services, ids: readonly string[]): Promise<Map<string, ProviderMessageOwner>> {
+  const out = new Map<string, ProviderMessageOwner>();
+  if (ids.length === 0) return out;
+  const r = await services.pool.query<{
+    provider_message_id: string; rank: number; kind: string; stream_id: string | null; company_id: number; bulk_id: string | null; chunk: number | null;
+  }>(
+    `SELECT provider_message_id, 0 AS rank, kind, stream_id, company_id, NULL::text AS bulk_id, NULL::int AS chunk
+       FROM ${SENDS_SCHEMA}.provider_messages WHERE provider_message_id = ANY($1::text[])
+     UNION ALL ${BULK_OWNERS_SELECT}
+     ORDER BY rank`,
+    [ids],
+  );
+  for (const row of r.rows) {
+    if (out.has(row.provider_message_id)) continue; // the lowest rank wins
+    out.set(
+      row.provider_message_id,
+      row.rank === 0
+        ? { providerMessageId: row.provider_message_id, kind: row.kind, streamId: row.stream_id!, companyId: row.company_id }
+        : bulkOwnerFromRow({ provider_message_id: row.provider_message_id, company_id: row.company_id, bulk_id: row.bulk_id!, chunk: row.chunk! }),
+    );
+  }
+  return out;
+}
+
+/** What the per-record and the batch handlers share: caches, the owner lookup, the per-record handler. */
+function deliveryCore(services: Services, options: DeliveryConsumerOptions) {
   const graceMs = options.ownerGraceMs ?? 60_000;
   const waitMs = options.ownerWaitMs ?? 500;
   const firstSeen = new Map<string, number>();
-
   const owners = new Lru<string, ProviderMessageOwner>(50_000); // an owner never changes once recorded
+  const sendCache = createSendStreamCache();
+  const applySend = createSendStatusApplier({ cache: sendCache });
+  const applierFor = (kind: string): StatusApplier | undefined => (kind === 'send' ? applySend : statusAppliers.get(kind));
 
   const findOwner = async (update: ProviderStatusUpdate): Promise<ProviderMessageOwner> => {
     const known = owners.get(update.providerMessageId);
@@ -211,7 +278,7 @@ export function createDeliveryHandler(services: Services, options: DeliveryConsu
       if (Date.now() - started >= waitMs) break;
       await sleep(Math.min(delay, Math.max(0, waitMs - (Date.now() - started))));
     }
-    const identity = `${update.providerMessageId}:${update.status}:${update.timestamp}`;
+    const identity = statusIdentity(update);
     const first = firstSeen.get(identity) ?? started;
     if (!firstSeen.has(identity)) {
       if (firstSeen.size >= MAX_TRACKED) firstSeen.delete(firstSeen.keys().next().value!);
@@ -228,8 +295,8 @@ export function createDeliveryHandler(services: Services, options: DeliveryConsu
     const update = parseStatusRecord(value);
     if (!update) return; // a status we do not track (e.g. deleted, warning)
     const owner = await findOwner(update);
-    firstSeen.delete(`${update.providerMessageId}:${update.status}:${update.timestamp}`);
-    const apply = statusAppliers.get(owner.kind);
+    firstSeen.delete(statusIdentity(update));
+    const apply = applierFor(owner.kind);
     if (!apply) throw new PoisonRecordError(`no status applier for provider messages of kind ${owner.kind}`);
     await apply(services, owner, update);
   };
@@ -275,19 +342,254 @@ export function createDeliveryHandler(services: Services, options: DeliveryConsu
     if (!appended.alreadyAppended) services.metrics.eventsAppended.labels('MessageRecorded').inc();
   };
 
-  return async (record: IncomingRecord) => {
+  const handleRecord: RecordHandler = async (record) => {
     const value = record.value;
     if (!isObject(value)) throw new PoisonRecordError('record value is not a JSON object');
     if (value.kind === 'status') return onStatus(value);
     if (value.kind === 'message') return onMessage(value);
     throw new PoisonRecordError(`unknown record kind ${JSON.stringify(value.kind)}`);
   };
+
+  return { owners, sendCache, handleRecord };
+}
+
+/** The per-record handler: one record at a time (the transport's per-record contract). */
+export function createDeliveryHandler(services: Services, options: DeliveryConsumerOptions = {}): RecordHandler {
+  return deliveryCore(services, options).handleRecord;
+}
+
+/** The batch handler (see the header): an outcome per record, in record order. */
+export function createDeliveryBatchHandler(services: Services, options: DeliveryConsumerOptions = {}): BatchHandler {
+  return batchHandlerOver(services, options, deliveryCore(services, options));
+}
+
+const poison = (reason: string): RecordOutcome => ({ kind: 'poison', reason });
+const OK: RecordOutcome = { kind: 'ok' };
+
+/** Runs `fn` over `items` with at most `limit` at once. */
+async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(Math.max(1, limit), items.length) }, worker));
+}
+
+function batchHandlerOver(services: Services, options: DeliveryConsumerOptions, core: ReturnType<typeof deliveryCore>): BatchHandler {
+  const { owners, sendCache, handleRecord } = core;
+  const concurrency = options.keyedConcurrency ?? 16;
+
+  /** Per-record path over lanes: lanes at once, a lane's records one after the other; a transient failure stops its lane. */
+  const runLanes = async (records: IncomingRecord[], lanes: number[][], outcomes: Array<RecordOutcome | undefined>) => {
+    await eachLimited(lanes, concurrency, async (lane) => {
+      for (let k = 0; k < lane.length; k++) {
+        const i = lane[k];
+        try {
+          await handleRecord(records[i]);
+          outcomes[i] = OK;
+        } catch (err) {
+          if (err instanceof PoisonRecordError || (err instanceof Error && err.name === 'PoisonRecordError')) {
+            outcomes[i] = poison((err as PoisonRecordError).reason || err.message);
+            continue;
+          }
+          // not applied: neither is the rest of the lane (its order is kept)
+          for (const j of lane.slice(k)) outcomes[j] = { kind: 'retry', error: err };
+          return;
+        }
+      }
+    });
+  };
+
+  interface SendItem {
+    i: number;
+    update: ProviderStatusUpdate;
+    owner: ProviderMessageOwner;
+  }
+
+  /** Batched path: statuses of single sends with known owners, lanes given in record order. */
+  const applyBatched = async (records: IncomingRecord[], lanes: number[][], items: Map<number, SendItem>, outcomes: Array<RecordOutcome | undefined>) => {
+    const ordered = lanes.flat().sort((a, b) => a - b).map((i) => items.get(i)!);
+    // each stream's state: cached, else read (one query for all the streams not cached)
+    const base = new Map<string, { state: SendState; revision: bigint } | undefined>();
+    for (const x of ordered) if (!base.has(x.owner.streamId)) base.set(x.owner.streamId, sendCache.get(x.owner.streamId));
+    const uncached = [...base].filter(([, entry]) => !entry).map(([id]) => id);
+    if (uncached.length > 0) {
+      try {
+        for (const [id, stored] of await services.store.readStreams(uncached)) {
+          if (stored.length === 0) continue; // stays undefined: poison below
+          base.set(id, {
+            state: fold(sendDecider, stored.map((e) => ({ type: e.type, data: e.data }) as SendEvent)),
+            revision: stored[stored.length - 1].revision,
+          });
+        }
+      } catch (err) {
+        for (const x of ordered) outcomes[x.i] = { kind: 'retry', error: err };
+        return;
+      }
+    }
+    const work = new Map<string, { state: SendState; revision: bigint; decided: SendEvent[]; events: EventToAppend[] }>();
+    for (const { i, update, owner } of ordered) {
+      let w = work.get(owner.streamId);
+      if (!w) {
+        const entry = base.get(owner.streamId);
+        if (!entry) {
+          outcomes[i] = poison(`send stream ${owner.streamId} is empty`);
+          continue;
+        }
+        w = { state: entry.state, revision: entry.revision, decided: [], events: [] };
+        work.set(owner.streamId, w);
+      }
+      let events: SendEvent[];
+      try {
+        events = decideStatus(owner, update, w.state);
+      } catch (err) {
+        if (!(err instanceof PoisonRecordError)) throw err;
+        outcomes[i] = poison(err.reason);
+        continue;
+      }
+      outcomes[i] = OK;
+      if (events.length === 0) continue;
+      w.state = events.reduce(sendDecider.evolve, w.state);
+      w.decided.push(...events);
+      w.events.push(...statusEvents(owner, update, events, services.now));
+    }
+    const appends: StreamAppend[] = [];
+    const decided: SendEvent[][] = [];
+    for (const [streamId, w] of work) {
+      if (w.events.length === 0) {
+        sendCache.set(streamId, { state: w.state, revision: w.revision }); // nothing to do: keep what was read
+        continue;
+      }
+      appends.push({ streamId, events: w.events, expected: w.revision });
+      decided.push(w.decided);
+    }
+    if (appends.length === 0) return;
+    let results;
+    try {
+      results = await services.store.appendMany(appends);
+    } catch (err) {
+      for (const a of appends) sendCache.delete(a.streamId);
+      if (err instanceof WrongExpectedRevisionError || err instanceof DuplicateEventIdError) {
+        // another writer got to one of these streams: each status on its own, recognising what is stored already
+        services.logger.debug({ err: (err as Error).message, statuses: ordered.length }, 'batched statuses conflict; applying them one by one');
+        for (const x of ordered) outcomes[x.i] = undefined;
+        await runLanes(records, lanes, outcomes);
+        return;
+      }
+      for (const x of ordered) outcomes[x.i] = { kind: 'retry', error: err };
+      return;
+    }
+    results.forEach((result, k) => {
+      const { streamId } = appends[k];
+      if (result.alreadyAppended) {
+        sendCache.delete(streamId); // says nothing about the revision: reload next time
+        return;
+      }
+      countAppended(services, decided[k]);
+      sendCache.set(streamId, { state: work.get(streamId)!.state, revision: result.nextRevision });
+    });
+  };
+
+  return async (records) => {
+    const outcomes: Array<RecordOutcome | undefined> = new Array(records.length);
+    const updates = new Map<number, ProviderStatusUpdate>();
+    records.forEach((record, i) => {
+      const value = record.value;
+      if (!isObject(value)) outcomes[i] = poison('record value is not a JSON object');
+      else if (value.kind === 'message') return; // record by record (its lane is not batched)
+      else if (value.kind !== 'status') outcomes[i] = poison(`unknown record kind ${JSON.stringify(value.kind)}`);
+      else {
+        try {
+          const update = parseStatusRecord(value);
+          if (update) updates.set(i, update);
+          else outcomes[i] = OK; // a status we do not track (e.g. deleted, warning)
+        } catch (err) {
+          if (!(err instanceof PoisonRecordError)) throw err;
+          outcomes[i] = poison(err.reason);
+        }
+      }
+    });
+
+    // one owner query for the provider ids not cached yet
+    const unknownIds = [...new Set([...updates.values()].map((u) => u.providerMessageId).filter((id) => !owners.get(id)))];
+    if (unknownIds.length > 0) for (const [id, owner] of await findProviderMessageOwners(services, unknownIds)) owners.set(id, owner);
+
+    // lanes: records sharing a key or a provider message id (union-find over both)
+    const parent = new Map<string, string>();
+    const find = (x: string): string => {
+      let root = x;
+      while (parent.get(root) !== root) root = parent.get(root)!;
+      for (let y = x; y !== root; ) {
+        const up = parent.get(y)!;
+        parent.set(y, root);
+        y = up;
+      }
+      return root;
+    };
+    const tokens = records.map((record, i) => {
+      const t = [`k:${record.key ?? `offset:${record.offset ?? i}`}`];
+      const u = updates.get(i);
+      if (u) t.push(`p:${u.providerMessageId}`);
+      for (const x of t) if (!parent.has(x)) parent.set(x, x);
+      for (let j = 1; j < t.length; j++) {
+        const a = find(t[0]);
+        const b = find(t[j]);
+        if (a !== b) parent.set(b, a);
+      }
+      return t[0];
+    });
+    const lanes = new Map<string, number[]>();
+    records.forEach((_, i) => {
+      const root = find(tokens[i]);
+      const lane = lanes.get(root);
+      if (lane) lane.push(i);
+      else lanes.set(root, [i]);
+    });
+
+    // a lane of single-send statuses with known owners is batched; any other lane goes record by record
+    const batchedLanes: number[][] = [];
+    const perRecordLanes: number[][] = [];
+    const items = new Map<number, SendItem>();
+    for (const lane of lanes.values()) {
+      const open = lane.filter((i) => outcomes[i] === undefined);
+      if (open.length === 0) continue;
+      let batchable = true;
+      for (const i of open) {
+        const update = updates.get(i);
+        const owner = update && owners.get(update.providerMessageId);
+        if (!update || !owner || owner.kind !== 'send') {
+          batchable = false;
+          break;
+        }
+        items.set(i, { i, update, owner });
+      }
+      (batchable ? batchedLanes : perRecordLanes).push(open);
+    }
+
+    await Promise.all([
+      batchedLanes.length > 0 ? applyBatched(records, batchedLanes, items, outcomes) : undefined,
+      perRecordLanes.length > 0 ? runLanes(records, perRecordLanes, outcomes) : undefined,
+    ]);
+
+    // per-key order: after a record to retry, nothing of its lane counts as done
+    for (const lane of lanes.values()) {
+      const first = lane.findIndex((i) => outcomes[i]?.kind === 'retry');
+      if (first < 0) continue;
+      const failure = outcomes[lane[first]] as Extract<RecordOutcome, { kind: 'retry' }>;
+      for (const i of lane.slice(first + 1)) if (outcomes[i]?.kind !== 'retry') outcomes[i] = { kind: 'retry', error: failure.error };
+    }
+    return outcomes.map((o) => o ?? { kind: 'retry', error: new Error('record left without an outcome') });
+  };
 }
 
 export async function startDeliveryConsumer(services: Services, options: DeliveryConsumerOptions = {}): Promise<Subscription> {
   const topic = options.topic ?? PROVIDER_WEBHOOK_TOPIC;
-  return services.transport.subscribe(topic, createDeliveryHandler(services, options), {
+  const core = deliveryCore(services, options); // one set of caches for both forms
+  return services.transport.subscribe(topic, core.handleRecord, {
     groupId: options.groupId ?? DELIVERY_GROUP_ID,
+    // a fetched partition batch at a time: one owner query, one stream read and one append per batch
+    batchHandler: batchHandlerOver(services, options, core),
+    maxBatchRecords: options.maxBatchRecords ?? 500,
     // statuses of different messages are independent; one message's statuses stay in order (key = provider id)
     keyedConcurrency: options.keyedConcurrency ?? 16,
     onDeadLetter: (record, reason) => {

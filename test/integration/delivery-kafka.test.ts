@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaTransport } from '../../src/adapters/kafka/transport';
 import { seedFixture } from '../../src/commands/provisioning/seed';
+import { WrongExpectedRevisionError } from '../../src/ports/event-store';
 import type { Subscription } from '../../src/ports/transport';
 import { statusWebhook, type StatusNotification } from '../../src/shared/provider-webhook';
 import { DELIVERY_GROUP_ID, startDeliveryConsumer } from '../../src/workers/delivery-consumer';
@@ -146,16 +147,15 @@ d('delivery tracking over Kafka (real broker)', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const inner = t.services.store;
-    const gatedStore = Object.create(inner, {
-      append: {
-        value: async (...args: Parameters<typeof inner.append>) => {
-          if (++appends > 3) await gate;
-          return inner.append(...args);
-        },
+    const gated = (name: 'append' | 'appendMany') => ({
+      value: async (...args: unknown[]) => {
+        if (++appends > 3) await gate;
+        return (inner[name] as (...a: unknown[]) => Promise<unknown>).apply(inner, args);
       },
     });
-    // one record at a time, so that stopping at the gate leaves most of the batch unhandled
-    consumer = await startDeliveryConsumer({ ...t.services, store: gatedStore }, { ownerGraceMs: 30_000, keyedConcurrency: 1 });
+    const gatedStore = Object.create(inner, { append: gated('append'), appendMany: gated('appendMany') });
+    // one record per batch, so that stopping at the gate leaves most of the fetched records unhandled
+    consumer = await startDeliveryConsumer({ ...t.services, store: gatedStore }, { ownerGraceMs: 30_000, maxBatchRecords: 1 });
 
     await post(statusWebhook(ids.map((id) => ({ phoneNumberId: PN, providerMessageId: id, status: 'delivered' as const, timestamp: unix(T1), recipientId: '1' }))));
     await waitUntil(async () => (appends > 3 ? true : undefined), 30_000, 'the consumer to reach the gate');
@@ -182,5 +182,93 @@ d('delivery tracking over Kafka (real broker)', () => {
       expect(await eventually(async () => (await record(id)).delivery_status, expected)).toEqual(expected);
     }
     expect(await countEventsOfType(t.db.pool, 'DeliveryStatusRecorded')).toBe(before + 2 * N);
+  }, 120_000);
+
+  /** Stops the running consumer and starts one over `store` (the test's wrapper of the real one). */
+  async function restartWith(store: typeof t.services.store, options: Parameters<typeof startDeliveryConsumer>[1] = {}) {
+    await consumer?.stop();
+    consumer = await startDeliveryConsumer({ ...t.services, store }, { ownerGraceMs: 30_000, ...options });
+  }
+  /** A store whose appendMany goes through `wrap` (call number, the appends, the real appendMany). */
+  function storeWithAppendMany(
+    wrap: (call: number, appends: Parameters<typeof t.services.store.appendMany>[0], real: typeof t.services.store.appendMany) => ReturnType<typeof t.services.store.appendMany>,
+  ) {
+    const inner = t.services.store;
+    let calls = 0;
+    let singleAppends = 0;
+    const store = Object.create(inner, {
+      appendMany: { value: (appends: Parameters<typeof inner.appendMany>[0]) => wrap(++calls, appends, (a) => inner.appendMany(a)) },
+      append: { value: (...args: Parameters<typeof inner.append>) => (singleAppends++, inner.append(...args)) },
+    }) as typeof inner;
+    return { store, calls: () => calls, singleAppends: () => singleAppends };
+  }
+  const backlog = async (ids: string[]) => {
+    // while no consumer runs: every delivered, then every read (webhooks of up to 10 statuses), then all delivered again
+    const chunks = (status: 'delivered' | 'read', at: string) => {
+      const out = [];
+      for (let i = 0; i < ids.length; i += 10) {
+        out.push(statusWebhook(ids.slice(i, i + 10).map((id) => ({ phoneNumberId: PN, providerMessageId: id, status, timestamp: unix(at), recipientId: '1' }))));
+      }
+      return out;
+    };
+    for (const body of [...chunks('delivered', T1), ...chunks('read', T2), ...chunks('delivered', T1)]) await post(body);
+  };
+  const expectExact = async (ids: string[], before: number) => {
+    const expected = { current: 'read', sent_at: NOW, delivered_at: T1, read_at: T2, failed_at: null, error_code: null, error_message: null };
+    for (const id of ids) {
+      expect(await deliveryEvents(id)).toEqual([`delivered@${T1}`, `read@${T2}`]);
+      expect(await eventually(async () => (await record(id)).delivery_status, expected)).toEqual(expected);
+    }
+    expect(await countEventsOfType(t.db.pool, 'DeliveryStatusRecorded')).toBe(before + 2 * ids.length);
+  };
+
+  it('a backlog is applied in batches (one appendMany per batch, several statuses of a message folded in order)', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) ids.push(await send(`+54911555507${String(i).padStart(2, '0')}`));
+    const before = await countEventsOfType(t.db.pool, 'DeliveryStatusRecorded');
+    await consumer?.stop();
+    consumer = undefined;
+    await backlog(ids);
+    const sizes: number[] = [];
+    const { store, singleAppends } = storeWithAppendMany(async (_call, appends, real) => {
+      sizes.push(appends.reduce((n, a) => n + a.events.length, 0));
+      return real(appends);
+    });
+    await restartWith(store);
+    await drained();
+    await expectExact(ids, before);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(2 * ids.length); // every status event went through appendMany
+    expect(sizes.length).toBeLessThan(2 * ids.length); // ... in batches, not one by one
+    expect(Math.max(...sizes)).toBeGreaterThan(2);
+    expect(singleAppends()).toBe(0); // no status took the per-record path
+    await restartWith(t.services.store);
+  }, 120_000);
+
+  it('a batch append that fails after it committed is retried; a refused batch falls back status by status; each applied once', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 24; i++) ids.push(await send(`+54911555508${String(i).padStart(2, '0')}`));
+    const before = await countEventsOfType(t.db.pool, 'DeliveryStatusRecorded');
+    await consumer?.stop();
+    consumer = undefined;
+    await backlog(ids);
+    const { store, calls, singleAppends } = storeWithAppendMany(async (call, appends, real) => {
+      if (call === 1) {
+        // the statement committed, then the connection was lost before the answer: a transient failure
+        await real(appends);
+        throw new Error('Connection terminated unexpectedly');
+      }
+      if (call === 2) {
+        // another consumer stored the first stream's statuses meanwhile: the batch is refused for a revision
+        await real([appends[0]]);
+        throw new WrongExpectedRevisionError(appends[0].streamId, appends[0].expected, 99n);
+      }
+      return real(appends);
+    });
+    await restartWith(store, { maxBatchRecords: 20 });
+    await drained();
+    expect(calls()).toBeGreaterThan(2);
+    expect(singleAppends()).toBeGreaterThan(0); // the refused batch was applied status by status
+    await expectExact(ids, before);
+    await restartWith(t.services.store);
   }, 120_000);
 });

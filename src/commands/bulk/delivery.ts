@@ -5,6 +5,7 @@
 // applies them monotonically and moves the counters in the same transaction.
 import type { Pool } from 'pg';
 import type { BulkEventData } from '../../events/bulk';
+import { BULK_SCHEMA } from '../../projections/bulk/projection';
 import { findBulkMessageByProviderId } from '../../projections/bulk/queries';
 import type { ProviderMessageOwner } from '../../projections/sends/queries';
 import type { StatusApplier } from '../../workers/delivery-consumer';
@@ -19,6 +20,27 @@ import { findWorkRecipientByProviderId } from './work';
 export async function findBulkMessageOwner(pool: Pool, providerMessageId: string): Promise<ProviderMessageOwner | undefined> {
   const found = (await findBulkMessageByProviderId(pool, providerMessageId)) ?? (await findWorkRecipientByProviderId(pool, providerMessageId));
   return found ? { providerMessageId, kind: 'bulk', streamId: chunkStreamId(found.bulkId, found.chunk), companyId: found.companyId } : undefined;
+}
+
+/**
+ * For the delivery consumer's single owner query over a batch (`$1` = the provider message ids): the bulk
+ * recipients owning any of them, as rows (provider_message_id, rank, kind, stream_id, company_id, bulk_id, chunk)
+ * to UNION ALL with the single sends' owner index (rank 0). Rank 1: the bulk read model, rank 2: the dispatcher's
+ * work table (stored, not yet projected outcomes); the lowest rank wins, as in findBulkMessageOwner.
+ * Turn a row into an owner with `bulkOwnerFromRow`.
+ */
+export const BULK_OWNERS_SELECT = `
+SELECT m.provider_message_id, 1 AS rank, 'bulk' AS kind, NULL::text AS stream_id, b.company_id, m.bulk_id::text AS bulk_id, m.chunk
+  FROM ${BULK_SCHEMA}.messages m JOIN ${BULK_SCHEMA}.bulk_sends b ON b.bulk_id = m.bulk_id
+ WHERE m.provider_message_id = ANY($1::text[])
+UNION ALL
+SELECT r.provider_message_id, 2, 'bulk', NULL::text, j.company_id, r.bulk_id::text, r.chunk
+  FROM bulk_work.recipients r JOIN bulk_work.jobs j ON j.bulk_id = r.bulk_id
+ WHERE r.provider_message_id = ANY($1::text[])
+   AND NOT EXISTS (SELECT 1 FROM bulk_work.outcome_batches b WHERE b.bulk_id = r.bulk_id AND r.idx = ANY(b.idxs))`;
+
+export function bulkOwnerFromRow(row: { provider_message_id: string; company_id: number; bulk_id: string; chunk: number }): ProviderMessageOwner {
+  return { providerMessageId: row.provider_message_id, kind: 'bulk', streamId: chunkStreamId(row.bulk_id, row.chunk), companyId: row.company_id };
 }
 
 export const applyBulkStatus: StatusApplier = async (services, owner, update) => {

@@ -122,7 +122,7 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
   // The stream is new and only this call writes it: the decider runs on the initial state and the request is
   // appended together with the provider's answer, in one append at `no_stream` (one commit on the hot path;
   // a concurrent writer would still be caught by the revision check). See docs/sends.md for this decision.
-  const decideAndAppend = async (commands: SendCommand[]) => {
+  const decideSend = (commands: SendCommand[]) => {
     let state: SendState = sendDecider.initialState();
     const events: SendEvent[] = [];
     for (const c of commands) {
@@ -131,11 +131,18 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
       events.push(...decided);
     }
     const metadata = baseMetadata(ctx);
-    const result = await services.store.append(
-      streamId,
-      events.map((e, i) => ({ type: e.type, data: e.data, metadata: { ...metadata, eventId: deterministicUuid('send-event', `${sendId}:${i}`) } })),
-      'no_stream',
-    );
+    return {
+      events,
+      append: {
+        streamId,
+        events: events.map((e, i) => ({ type: e.type, data: e.data, metadata: { ...metadata, eventId: deterministicUuid('send-event', `${sendId}:${i}`) } })),
+        expected: 'no_stream' as const,
+      },
+    };
+  };
+  const decideAndAppend = async (commands: SendCommand[]) => {
+    const { events, append } = decideSend(commands);
+    const result = await services.store.append(append.streamId, append.events, append.expected);
     for (const e of events) services.metrics.eventsAppended.labels(e.type).inc();
     return { events, position: result.position as Position | undefined };
   };
@@ -177,11 +184,14 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
     providerMessageId,
     at: acceptedAt,
   });
-  const [accepted, recorded] = await Promise.all([
-    decideAndAppend([requested, { type: 'RecordSendAccepted', data: { sendId, providerMessageId, at: acceptedAt } }]),
-    services.store.append(
-      conversationStreamId(input.companyId, outbound.conversationId),
-      [{
+  // The send's request and answer and the chat history's outbound message: one append of both streams (one
+  // statement, one commit, all or nothing on Postgres).
+  const accepted = decideSend([requested, { type: 'RecordSendAccepted', data: { sendId, providerMessageId, at: acceptedAt } }]);
+  const [sendResult, recorded] = await services.store.appendMany([
+    accepted.append,
+    {
+      streamId: conversationStreamId(input.companyId, outbound.conversationId),
+      events: [{
         type: 'MessageRecorded',
         data: outbound,
         metadata: {
@@ -193,12 +203,13 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
           at: acceptedAt,
         },
       }],
-      'any',
-    ),
+      expected: 'any',
+    },
   ]);
+  for (const e of accepted.events) services.metrics.eventsAppended.labels(e.type).inc();
   if (!recorded.alreadyAppended) services.metrics.eventsAppended.labels('MessageRecorded').inc();
-  // Read-your-writes: wait for every read model fed by either append (status record, quota, chat history).
-  const last = accepted.position && services.store.comparePositions(accepted.position, recorded.position) > 0 ? accepted.position : recorded.position;
+  // Read-your-writes: wait for every read model fed by either stream (status record, quota, chat history).
+  const last = services.store.comparePositions(sendResult.position, recorded.position) > 0 ? sendResult.position : recorded.position;
   await services.runner.waitForEvents(last, [...accepted.events.map((e) => e.type), 'MessageRecorded']);
   return { sendId, providerMessageId, sentAt: acceptedAt };
 }

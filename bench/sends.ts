@@ -216,7 +216,8 @@ async function main(): Promise<void> {
     const body = () => JSON.stringify({
       phone_number_id: PHONE_NUMBER_ID,
       template_name: 'order_update',
-      recipient_phone: `+549115${String(1_000_001 + (++n % 8_000_000))}`,
+      // last digit 1: never a number ending in 0000 (the sandbox refuses those with 131026)
+      recipient_phone: `+54911${String(20_000_000 + (++n % 70_000_000) * 10 + 1)}`,
       variables: { name: 'Ana', total: { amount: 1234.5, code: 'ARS' } },
       button_variables: { button_0: `ORD-${n}` },
     });

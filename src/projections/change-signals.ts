@@ -1,5 +1,5 @@
-// Change signals of the `business` and `accounts` read models, for the per-process read caches of the HTTP
-// endpoints (src/http/read-cache.ts). A projection that changes what a company's cached reads show
+// Change signals of the `business`, `accounts` and `contacts` read models, for the per-process read caches of the
+// HTTP endpoints (src/http/read-cache.ts, src/http/contact-cache.ts). A projection that changes what cached reads show
 //  1. marks the company as changing in this process (`markChanging`) before its transaction commits, so that no
 //     read of this process caches what it loads meanwhile, and
 //  2. notifies `<channel>` with the company id in the same transaction (`pg_notify` in the changing statement:
@@ -8,6 +8,13 @@
 
 export const BUSINESS_CHANGED_CHANNEL = 'rm_business_changed';
 export const ACCOUNTS_CHANGED_CHANNEL = 'rm_accounts_changed';
+/**
+ * The contacts read model: payload `<companyId>:<phone>` when the contacts holding that number (as stored), their
+ * custom-field values or the number's replies changed; `claim:<companyId>:<phone>` when the number's claims
+ * changed; `<companyId>` when the company's lists or custom-field definitions changed (every number of the
+ * company); `*` for everything.
+ */
+export const CONTACTS_CHANGED_CHANNEL = 'rm_contacts_changed';
 
 /**
  * How long a mark holds: longer than a projection batch transaction takes, so a load that may have read the
@@ -17,8 +24,18 @@ const CHANGING_MS = 2_000;
 const changing = new Map<string, number>();
 const keyOf = (channel: string, companyId: number | string) => `${channel}|${companyId}`;
 
+/** expired marks are swept when there are this many (keyed by number they may be many: most are never read) */
+const SWEEP_AT = 10_000;
+let lastSweep = 0;
+
+/** `companyId` may also be a finer key of the channel (contacts: `<companyId>:<phone>`). */
 export function markChanging(channel: string, companyId: number | string): void {
-  changing.set(keyOf(channel, companyId), Date.now() + CHANGING_MS);
+  const now = Date.now();
+  if (changing.size >= SWEEP_AT && now - lastSweep >= CHANGING_MS / 4) {
+    lastSweep = now;
+    for (const [key, until] of changing) if (until < now) changing.delete(key);
+  }
+  changing.set(keyOf(channel, companyId), now + CHANGING_MS);
 }
 
 export function isChanging(channel: string, companyId: number | string): boolean {

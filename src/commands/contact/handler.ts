@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { ContactEvent, ContactPhoneEvent } from '../../events/contacts';
-import { type EventStore, type EventToAppend, type Position, type RecordedEvent, WrongExpectedRevisionError } from '../../ports/event-store';
-import { loadContactList } from '../../projections/contacts/queries';
+import { type AppendResult, type EventStore, type EventToAppend, type ExpectedRevision, type Position, type RecordedEvent, WrongExpectedRevisionError } from '../../ports/event-store';
+import { DomainError } from '../decider';
+import { type ContactAtRevision, loadContactList, loadUpsertSnapshot } from '../../projections/contacts/queries';
 import { baseMetadata, type CommandContext, type ReadModelWaiter } from '../handle';
 import {
   contactPhoneStreamId,
@@ -23,6 +24,9 @@ import type { ContactListInfo } from './model';
 import type { UpsertInput } from './upsert-input';
 
 // The upsert's write path (ARCHITECTURE section 3, over two streams):
+//   0. first, decide on the contacts read model (one query: the number's claims, the holder's state at its stream
+//      revision, the lists) and append with that revision, or create with the claim expected as no_stream; if the
+//      read model was stale the append fails and the steps below run on the streams themselves;
 //   1. read the number's claim stream contactphone-{companyId}-{e164}: which contacts hold it;
 //   2. none: validate (decide on the empty state), take an id from the sequence, append ContactPhoneClaimed with
 //      the expected revision the read saw (no_stream for a new number) and then the contact's events with
@@ -39,6 +43,31 @@ export interface ContactDeps {
   pool: Pool;
   runner: ReadModelWaiter;
   now: () => Date;
+  /** optional: what this process's last upsert of a number left (see UpsertMemory) */
+  memory?: UpsertMemory;
+}
+
+/** What an upsert of a number decided on and left: the number's claims, the holder's state at its revision, its list. */
+export interface KnownContact {
+  claims: ReadonlyArray<{ contactId: number; isTest: boolean }>;
+  contact: ContactAtRevision;
+  list: ContactListInfo | null;
+}
+
+/**
+ * A per-process memory of the last upsert of each number, provided by the HTTP layer, which keeps it valid with the
+ * contacts read model's change signals (src/http/contact-cache.ts). An upsert that finds its number there decides
+ * on it without reading anything and appends with the remembered revision, so a contact changed meanwhile (by
+ * anyone) fails the append and the upsert reads again. Claims and list definitions cannot be checked that way: the
+ * provider forgets a number when its claims change and a company's numbers when its lists or fields change, and
+ * never remembers across a change it may have missed (`ticket`).
+ */
+export interface UpsertMemory {
+  /** taken before reading what `remember` will store: a change signalled after it keeps `remember` from storing */
+  ticket(): unknown;
+  recall(companyId: number, phone: string): KnownContact | undefined;
+  remember(ticket: unknown, companyId: number, phone: string, known: KnownContact): void;
+  forget(companyId: number, phone: string): void;
 }
 
 export interface UpsertResult {
@@ -120,10 +149,115 @@ export async function upsertUnlocked(deps: ContactDeps, companyId: number, input
     mode: 'api',
   });
 
+  const memory = deps.memory;
+  /** the number's holder after a successful upsert: remembered for the next upsert of the number (see UpsertMemory) */
+  const remember = (ticket: unknown, claims: KnownContact['claims'], result: UpsertResult, revision: bigint) => {
+    if (!memory) return;
+    const { exists: _exists, ...contact } = result.contact;
+    memory.remember(ticket, companyId, input.phone, { claims, contact: { ...contact, fields: new Map(contact.fields), revision }, list: result.list });
+  };
+
+  // Creates a contact for a number nobody holds: validate before reserving anything (an invalid request leaves
+  // no trace), take an id, then claim the number (with the claim stream's revision as read) and create the contact
+  // in one appendMany. On Postgres that is one statement, all or nothing: a contact stream that exists already (a
+  // fixture contact owns the id) fails the whole append and another id is taken. EventStoreDB appends the streams
+  // one after the other, so there the id is checked first.
+  const create = async (
+    list: ContactListInfo | null,
+    claimRevision: ExpectedRevision,
+    claims: PhoneClaimState,
+    ticket: unknown,
+  ): Promise<UpsertResult | 'id_taken'> => {
+    decideContact(command(1, list), initialContactState());
+    const contactId = await nextContactId(deps.pool);
+    const stream = contactStreamId(companyId, contactId);
+    if (deps.store.kind !== 'postgres' && (await deps.store.readStream(stream)).length > 0) return 'id_taken';
+    const events = decideContact(command(contactId, list), initialContactState());
+    const claim = phoneClaimDecider.decide({ type: 'ClaimPhone', companyId, phone: input.phone, contactId, isTest: false, mode: 'api' }, claims);
+    let appended: AppendResult;
+    try {
+      [, appended] = await deps.store.appendMany([
+        { streamId: claimStream, events: toAppend(claim, context), expected: claimRevision },
+        { streamId: stream, events: toAppend(events, context), expected: 'no_stream' },
+      ]);
+    } catch (err) {
+      if (err instanceof WrongExpectedRevisionError && err.streamId === stream) return 'id_taken';
+      throw err;
+    }
+    const result = await finish(deps, initialContactState(), events, list, appended.position);
+    remember(ticket, [...claims.claims, { contactId, isTest: false }], result, appended.nextRevision);
+    return result;
+  };
+
+  // Updates the number's one holder, decided on `state` at `revision` (from memory, the read model or its stream).
+  const update = async (state: ExistingContact, revision: ExpectedRevision, list: ContactListInfo | null, claims: KnownContact['claims'], ticket: unknown) => {
+    const events = decideContact(command(state.contactId, list), state);
+    if (events.length === 0) {
+      const unchanged = await finish(deps, state, events, list, undefined);
+      if (typeof revision === 'bigint') remember(ticket, claims, unchanged, revision);
+      return unchanged;
+    }
+    const appended = await deps.store.append(contactStreamId(companyId, state.contactId), toAppend(events, context), revision);
+    const result = await finish(deps, state, events, list, appended.position);
+    remember(ticket, claims, result, appended.nextRevision);
+    return result;
+  };
+
+  // 1. This process's last upsert of the number, if it remembers one: nothing to read. Only an append is trusted
+  //    that way (its expected revision proves the state current); a decision to change nothing, or a refusal, is
+  //    made again on the read model.
+  // 2. The read model (one query). It may lag the event log, never in a way that changes the outcome: an update
+  //    appends with the revision the read model had (a stale state fails the append), a create claims the number
+  //    with no_stream (a claim the read model did not show yet fails it), and claims only ever grow (more than one
+  //    holder stays more than one).
+  // 3. On a conflict, or when the read model shows a claim without its contact or only test claims: the streams.
+  let step: 'memory' | 'read model' | 'streams' = memory ? 'memory' : 'read model';
   for (let attempt = 1; ; attempt++) {
     if (attempt > MAX_ATTEMPTS) throw new Error(`upsert of ${input.phone}: gave up after ${MAX_ATTEMPTS} conflicting attempts`);
-    if (attempt > 1) await sleep(Math.random() * Math.min(20, attempt * 2));
+    if (step === 'streams' && attempt > 2) await sleep(Math.random() * Math.min(20, attempt * 2));
+    const ticket = memory?.ticket();
     try {
+      if (step === 'memory') {
+        step = 'read model';
+        const known = memory?.recall(companyId, input.phone);
+        if (known) {
+          const { revision, ...contact } = known.contact;
+          const state: ExistingContact = { exists: true, ...contact };
+          let events: ContactEvent[] = [];
+          try {
+            events = decideContact(command(state.contactId, known.list), state);
+          } catch (err) {
+            if (!(err instanceof DomainError)) throw err;
+          }
+          if (events.length > 0) {
+            try {
+              return await update(state, revision, known.list, known.claims, ticket);
+            } catch (err) {
+              if (!(err instanceof WrongExpectedRevisionError)) throw err;
+              memory?.forget(companyId, input.phone);
+            }
+          }
+        }
+      }
+
+      if (step === 'read model') {
+        step = 'streams';
+        const snap = await loadUpsertSnapshot(deps.pool, companyId, input.phone, input.contactListId ?? null);
+        const holders = snap.claims.filter((c) => !c.isTest).map((c) => c.contactId);
+        if (holders.length > 1) throw new AmbiguousPhoneError(input.phone, holders);
+        const holder = holders.length === 1 ? snap.contacts.find((c) => c.contactId === holders[0]) : undefined;
+        if (holder) {
+          const { revision, ...contact } = holder;
+          const list = holder.contactListId === snap.requested?.id ? snap.requested : (snap.lists.get(holder.contactListId) ?? null);
+          return await update({ exists: true, ...contact }, revision, list, snap.claims, ticket);
+        }
+        if (snap.claims.length === 0) {
+          const created = await create(snap.requested, 'no_stream', phoneClaimDecider.initialState(), ticket);
+          if (created !== 'id_taken') return created;
+        }
+        continue; // read the streams
+      }
+
       // the claim and the requested (or default) list are independent: read both at once
       const [claimEvents, requestedList] = await Promise.all([
         deps.store.readStream(claimStream),
@@ -140,27 +274,16 @@ export async function upsertUnlocked(deps: ContactDeps, companyId: number, input
         const list = !state.exists || state.contactListId === requestedList?.id
           ? requestedList
           : await loadContactList(deps.pool, companyId, state.contactListId);
-        const cmd = command(contactId, list);
-        const events = decideContact(cmd, state);
-        let position: Position | undefined;
-        if (events.length > 0) position = (await deps.store.append(stream, toAppend(events, context), expectedAfter(stored))).position;
+        if (state.exists) return await update(state, expectedAfter(stored), list, foldClaims(claimEvents).claims, ticket);
+        // the claimer is between its two appends, or died there: complete the creation under the claimed id
+        const events = decideContact(command(contactId, list), state);
+        const { position } = await deps.store.append(stream, toAppend(events, context), 'no_stream');
         return await finish(deps, state, events, list, position);
       }
 
-      // Nobody holds the number: validate before reserving anything, so an invalid request leaves no trace.
-      const list = requestedList;
-      decideContact(command(1, list), initialContactState());
-      const contactId = await nextContactId(deps.pool);
-      const stream = contactStreamId(companyId, contactId);
-      if ((await deps.store.readStream(stream)).length > 0) continue; // a fixture contact owns this id: take another
-      const events = decideContact(command(contactId, list), initialContactState());
-      const claim = phoneClaimDecider.decide(
-        { type: 'ClaimPhone', companyId, phone: input.phone, contactId, isTest: false, mode: 'api' },
-        foldClaims(claimEvents),
-      );
-      await deps.store.append(claimStream, toAppend(claim, context), expectedAfter(claimEvents));
-      const { position } = await deps.store.append(stream, toAppend(events, context), 'no_stream');
-      return await finish(deps, initialContactState(), events, list, position);
+      // Nobody holds the number.
+      const created = await create(requestedList, expectedAfter(claimEvents), foldClaims(claimEvents), ticket);
+      if (created !== 'id_taken') return created;
     } catch (err) {
       if (err instanceof WrongExpectedRevisionError) continue;
       throw err;

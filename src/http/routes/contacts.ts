@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AmbiguousPhoneError, upsertContact, type UpsertResult } from '../../commands/contact/handler';
@@ -6,10 +6,11 @@ import { type CustomFieldView, customFieldViews } from '../../commands/contact/m
 import { parseUpsertBody } from '../../commands/contact/upsert-input';
 import { CONTACT_SOURCES, type ContactSource } from '../../events/contacts';
 import { FIELD_TYPES } from '../../events/provisioning';
-import { findExternalContacts, lookupContact } from '../../projections/contacts/queries';
+import { type ExternalContactRow, findExternalContacts, type LookupResult, lookupContact } from '../../projections/contacts/queries';
 import type { Services } from '../../services';
 import { normalizePhone } from '../../shared/phone';
 import { requireCompany } from '../auth';
+import { type ContactView, contactCacheOf } from '../contact-cache';
 import { badRequest, conflict } from '../errors';
 
 // Contacts (spec: contact-lookup, external contacts get, upsert). Decisions: docs/contacts.md.
@@ -117,6 +118,88 @@ function requirePhone(raw: string | undefined): string {
   return raw;
 }
 
+/** Sends JSON serialized beforehand (a string payload skips the response serializer). */
+function sendJson(reply: FastifyReply, json: string): FastifyReply {
+  return reply.header('content-type', 'application/json; charset=utf-8').send(json as never);
+}
+
+const constant = (json: string): ContactView => ({ render: () => json });
+const LOOKUP_NOT_FOUND = constant(JSON.stringify(lookupResponse.parse({
+  found: false, contact: null, hasReplied: false, lastReplyAt: null, sessionWindowActive: false, sessionExpiresAt: null,
+})));
+const GET_NOT_FOUND = constant(JSON.stringify(getResponse.parse({ found: false, contact: null })));
+
+/**
+ * The lookup's body as a function of the time: both bodies (session window open and closed) serialized once, through
+ * the response schema, as the serializer would.
+ */
+export function lookupView({ contact, lastReplyAt }: LookupResult): ContactView {
+  if (!contact) return LOOKUP_NOT_FOUND;
+  const expires = lastReplyAt ? new Date(lastReplyAt.getTime() + SESSION_WINDOW_MS) : null;
+  const body = (sessionWindowActive: boolean) => JSON.stringify(lookupResponse.parse({
+    found: true,
+    contact: {
+      id: contact.id,
+      fullName: contact.fullName,
+      phone: contact.phone,
+      email: contact.email,
+      contactListId: contact.contactListId,
+      contactListName: contact.contactListName,
+      source: lookupSource(contact.source),
+      createdAt: contact.createdAt.toISOString(),
+    },
+    hasReplied: lastReplyAt !== null,
+    lastReplyAt: iso(lastReplyAt),
+    sessionWindowActive,
+    sessionExpiresAt: iso(expires),
+  }));
+  if (!expires) return constant(body(false));
+  const open = body(true);
+  const closed = body(false);
+  const until = expires.getTime();
+  return { render: (now) => (now < until ? open : closed) };
+}
+
+/**
+ * The external get's body as a function of the time: it changes only when an active custom-field value expires, so
+ * the body serialized for one time is reused until the next expiry (or for times before the previous one).
+ */
+export function externalView(rows: ExternalContactRow[], e164: string): ContactView {
+  if (rows.length > 1) {
+    const message = `more than one contact of this company has the number ${e164}`;
+    return { render: () => { throw conflict(message); } };
+  }
+  const c = rows[0];
+  if (!c) return GET_NOT_FOUND;
+  const expiries = [...c.values.values()].flatMap((v) => (v.value !== null && v.expiresAt !== null ? [Date.parse(v.expiresAt)] : []));
+  const render = (now: number) => JSON.stringify(getResponse.parse({
+    found: true,
+    contact: {
+      id: c.id,
+      full_name: c.fullName,
+      email: c.email,
+      phone: c.phone,
+      source: c.source,
+      source_detail: c.sourceDetail,
+      profile_picture: c.profilePicture,
+      custom_fields: customFieldViews(c.fields, c.values, new Date(now)),
+    },
+  }));
+  if (expiries.length === 0) return constant(render(0));
+  // a value is active while now < expiresAt: the body is the same for every time in [from, until)
+  let memo: { json: string; from: number; until: number } | undefined;
+  return {
+    render(now) {
+      if (!memo || now < memo.from || now >= memo.until) {
+        const from = Math.max(-Infinity, ...expiries.filter((e) => e <= now));
+        const until = Math.min(Infinity, ...expiries.filter((e) => e > now));
+        memo = { json: render(now), from, until };
+      }
+      return memo.json;
+    },
+  };
+}
+
 export function upsertView(result: UpsertResult, now: Date) {
   const c = result.contact;
   return {
@@ -147,6 +230,10 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
     await app.authenticate(request, 'company-strict');
   };
   const companyOf = (request: FastifyRequest) => requireCompany(request.apiKey!).companyId;
+  // Lookups and gets by number are served from a per-process cache invalidated by the contacts read model; the
+  // same cache remembers each number's last upsert for the next one (UpsertMemory).
+  const cache = contactCacheOf(fastify, services.pool);
+  const upsertDeps = { store: services.store, pool: services.pool, runner: services.runner, now: services.now, memory: cache.upserts };
 
   app.get('/api/v1/contact-lookup/', {
     config,
@@ -157,31 +244,12 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
       querystring: phoneQuery,
       response: { 200: lookupResponse, 400: errorBody, 401: errorBody, 403: errorBody },
     },
-  }, async (request) => {
-    const raw = requirePhone(request.query.phone);
-    const e164 = normalizePhone(raw);
-    const notFound = { found: false, contact: null, hasReplied: false, lastReplyAt: null, sessionWindowActive: false, sessionExpiresAt: null };
-    if (!e164) return notFound;
-    const { contact, lastReplyAt } = await lookupContact(services.pool, companyOf(request), e164);
-    if (!contact) return notFound;
-    const expires = lastReplyAt ? new Date(lastReplyAt.getTime() + SESSION_WINDOW_MS) : null;
-    return {
-      found: true,
-      contact: {
-        id: contact.id,
-        fullName: contact.fullName,
-        phone: contact.phone,
-        email: contact.email,
-        contactListId: contact.contactListId,
-        contactListName: contact.contactListName,
-        source: lookupSource(contact.source),
-        createdAt: contact.createdAt.toISOString(),
-      },
-      hasReplied: lastReplyAt !== null,
-      lastReplyAt: iso(lastReplyAt),
-      sessionWindowActive: expires !== null && expires.getTime() > services.now().getTime(),
-      sessionExpiresAt: iso(expires),
-    };
+  }, async (request, reply) => {
+    const e164 = normalizePhone(requirePhone(request.query.phone));
+    if (!e164) return sendJson(reply, LOOKUP_NOT_FOUND.render(0));
+    const companyId = companyOf(request);
+    const view = await cache.get('lookup', companyId, e164, async () => lookupView(await lookupContact(services.pool, companyId, e164)));
+    return sendJson(reply, view.render(services.now().getTime()));
   });
 
   app.get('/api/v1/external/contacts/', {
@@ -193,27 +261,12 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
       querystring: phoneQuery,
       response: { 200: getResponse, 400: errorBody, 401: errorBody, 409: errorBody },
     },
-  }, async (request) => {
-    const raw = requirePhone(request.query.phone);
-    const e164 = normalizePhone(raw);
-    if (!e164) return { found: false, contact: null };
-    const rows = await findExternalContacts(services.pool, companyOf(request), e164, 2);
-    if (rows.length > 1) throw conflict(`more than one contact of this company has the number ${e164}`);
-    const c = rows[0];
-    if (!c) return { found: false, contact: null };
-    return {
-      found: true,
-      contact: {
-        id: c.id,
-        full_name: c.fullName,
-        email: c.email,
-        phone: c.phone,
-        source: c.source,
-        source_detail: c.sourceDetail,
-        profile_picture: c.profilePicture,
-        custom_fields: customFieldViews(c.fields, c.values, services.now()),
-      },
-    };
+  }, async (request, reply) => {
+    const e164 = normalizePhone(requirePhone(request.query.phone));
+    if (!e164) return sendJson(reply, GET_NOT_FOUND.render(0));
+    const companyId = companyOf(request);
+    const view = await cache.get('external', companyId, e164, async () => externalView(await findExternalContacts(services.pool, companyId, e164, 2), e164));
+    return sendJson(reply, view.render(services.now().getTime()));
   });
 
   app.post('/api/v1/external/contacts/upsert/', {
@@ -232,7 +285,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
     const input = parseUpsertBody(request.body);
     let result: UpsertResult;
     try {
-      result = await upsertContact(services, key.companyId, input, { actor: key.keyId, companyId: key.companyId });
+      result = await upsertContact(upsertDeps, key.companyId, input, { actor: key.keyId, companyId: key.companyId });
     } catch (err) {
       if (err instanceof AmbiguousPhoneError) throw conflict(err.message);
       throw err;

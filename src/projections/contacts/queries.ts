@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { ContactSource } from '../../events/contacts';
+import type { ContactProfile } from '../../commands/contact/decider';
 import type { ContactListInfo, FieldDef, FieldScalar, FieldType, FieldVersion } from '../../commands/contact/model';
 import { phoneVariants } from '../../shared/phone';
 import { CONTACTS_SCHEMA as S } from './projection';
@@ -27,6 +28,92 @@ export async function loadContactList(db: Pool, companyId: number, listId: numbe
   });
   const row = r.rows[0];
   return row ? { id: row.list_id, name: row.name, isDefault: row.is_default, fields: row.fields } : null;
+}
+
+/** A contact's state as the read model holds it, at the revision of the last event of its stream applied. */
+export interface ContactAtRevision {
+  companyId: number;
+  contactId: number;
+  contactListId: number;
+  phone: string;
+  profile: ContactProfile;
+  createdAt: string;
+  fields: Map<number, FieldVersion>;
+  revision: bigint;
+}
+
+export interface UpsertSnapshot {
+  /** the number's claims (canonical E.164), as the claim stream had them when the read model last applied it */
+  claims: Array<{ contactId: number; isTest: boolean }>;
+  /** the non-test claimants the read model has a contact row for */
+  contacts: ContactAtRevision[];
+  /** the requested list (`listId`), or the default one when `listId` is null; null when there is none */
+  requested: ContactListInfo | null;
+  /** the lists of `contacts`, by id */
+  lists: Map<number, ContactListInfo>;
+}
+
+/**
+ * Everything an upsert of `e164` decides on, in one statement (one snapshot of the read model): the number's
+ * claims, the state and revision of the contacts holding it, the requested (or default) list and their lists with
+ * their custom fields. The read model may lag the event log: the upsert appends with the revision read here, so a
+ * stale state fails the append and the upsert falls back to the streams (src/commands/contact/handler.ts).
+ */
+export async function loadUpsertSnapshot(db: Pool, companyId: number, e164: string, listId: number | null): Promise<UpsertSnapshot> {
+  const r = await db.query<{
+    claims: Array<{ id: number; test: boolean }>;
+    contacts: Array<{
+      id: number; list: number; phone: string; full_name: string | null; email: string | null; source: ContactSource | null;
+      source_detail: string | null; profile_picture: string | null; is_test: boolean; created_at: string; rev: string;
+      vals: Array<{ f: number; v: number; val: FieldScalar[] | null; e: string | null }>;
+    }>;
+    lists: Array<{ id: number; name: string; isDefault: boolean; fields: FieldDef[] }>;
+  }>({
+    name: 'contacts_upsert_snapshot',
+    text: `WITH cl AS (
+             SELECT contact_id, is_test FROM ${S}.phone_claims WHERE company_id = $1 AND phone = $2
+           ), hc AS (
+             -- one primary-key lookup per claim, whatever the statistics say (OFFSET 0 keeps the subquery apart)
+             SELECT c.* FROM cl CROSS JOIN LATERAL (
+               SELECT * FROM ${S}.contacts c WHERE c.company_id = $1 AND c.contact_id = cl.contact_id OFFSET 0
+             ) c WHERE NOT cl.is_test
+           )
+           SELECT
+             (SELECT COALESCE(json_agg(json_build_object('id', contact_id, 'test', is_test) ORDER BY contact_id), '[]'::json) FROM cl) AS claims,
+             (SELECT COALESCE(json_agg(json_build_object(
+                       'id', hc.contact_id, 'list', hc.list_id, 'phone', hc.phone, 'full_name', hc.full_name, 'email', hc.email,
+                       'source', hc.source, 'source_detail', hc.source_detail, 'profile_picture', hc.profile_picture,
+                       'is_test', hc.is_test, 'created_at', hc.created_at, 'rev', hc.revision::text,
+                       'vals', (SELECT COALESCE(json_agg(json_build_object('f', v.field_id, 'v', v.version, 'val', v.value, 'e', v.expires_at)), '[]'::json)
+                                  FROM ${S}.field_values v WHERE v.company_id = hc.company_id AND v.contact_id = hc.contact_id)
+                     ) ORDER BY hc.contact_id), '[]'::json) FROM hc) AS contacts,
+             (SELECT COALESCE(json_agg(json_build_object('id', l.list_id, 'name', l.name, 'isDefault', l.is_default, 'fields', (${FIELD_DEFS_JSON}))
+                       ORDER BY l.list_id), '[]'::json)
+                FROM ${S}.lists l
+               WHERE l.company_id = $1
+                 AND (l.list_id IN (SELECT list_id FROM hc) OR l.list_id = $3::integer OR ($3::integer IS NULL AND l.is_default))) AS lists`,
+    values: [companyId, e164, listId],
+  });
+  const row = r.rows[0];
+  const lists = new Map(row.lists.map((l) => [l.id, { id: l.id, name: l.name, isDefault: l.isDefault, fields: l.fields }]));
+  const requested = listId === null ? (row.lists.find((l) => l.isDefault) ?? null) : (row.lists.find((l) => l.id === listId) ?? null);
+  return {
+    claims: row.claims.map((c) => ({ contactId: c.id, isTest: c.test })),
+    contacts: row.contacts.map((c) => ({
+      companyId,
+      contactId: c.id,
+      contactListId: c.list,
+      phone: c.phone,
+      profile: {
+        fullName: c.full_name, email: c.email, source: c.source, sourceDetail: c.source_detail, profilePicture: c.profile_picture, isTest: c.is_test,
+      },
+      createdAt: new Date(c.created_at).toISOString(),
+      fields: new Map(c.vals.map((v) => [v.f, { version: v.v, value: v.val, expiresAt: v.e === null ? null : new Date(v.e).toISOString() }])),
+      revision: BigInt(c.rev),
+    })),
+    requested: requested && lists.get(requested.id)!,
+    lists,
+  };
 }
 
 export interface LookupContactRow {
@@ -65,7 +152,7 @@ export async function lookupContact(db: Pool, companyId: number, e164: string): 
                   GREATEST(
                     (SELECT max(p.last_reply_at) FROM ${S}.replies_by_phone p WHERE p.company_id = $1 AND p.phone = ANY($2::text[])),
                     (SELECT max(r.last_reply_at) FROM ${S}.replies_by_contact r
-                      WHERE r.company_id = $1 AND r.contact_id IN (SELECT contact_id FROM m))
+                      WHERE r.company_id = $1 AND r.contact_id = ANY(ARRAY(SELECT contact_id FROM m)))
                   ) AS last_reply_at
              FROM m LEFT JOIN ${S}.lists l ON l.company_id = m.company_id AND l.list_id = m.list_id
             ORDER BY m.is_test, m.created_at, m.contact_id

@@ -39,7 +39,7 @@ const RECENT = 1024;
  */
 export class ContactCache {
   /** by `<companyId>:<e164>` */
-  private readonly entries = new Map<string, Partial<Record<ContactViewKind, Entry>>>();
+  private readonly entries = new Map<string, { variants: string[]; views: Partial<Record<ContactViewKind, Entry>> }>();
   /** the upsert memory (`upserts`), by `<companyId>:<e164>` */
   private readonly known = new Map<string, { known: KnownContact; storedAt: number }>();
   private epoch = 0;
@@ -106,20 +106,22 @@ export class ContactCache {
   async get(kind: ContactViewKind, companyId: number, e164: string, load: () => Promise<ContactView>): Promise<ContactView> {
     const key = `${companyId}:${e164}`;
     const connection = this.listener.connection;
-    if (connection && this.quiet(companyId, e164)) {
-      const hit = this.entries.get(key)?.[kind];
+    const slot = this.entries.get(key);
+    const variants = slot?.variants ?? phoneVariants(e164);
+    if (connection && slot && this.quiet(companyId, variants)) {
+      const hit = slot.views[kind];
       if (hit && Date.now() - hit.storedAt < (this.options.maxAgeMs ?? 60_000)) return hit.view;
     }
     const epoch = this.epoch;
     const seq = this.seq;
     const view = await load();
-    if (connection && this.listener.connection === connection && this.epoch === epoch && this.untouchedSince(seq, companyId, key) && this.quiet(companyId, e164)) {
-      let slot = this.entries.get(key);
-      if (!slot) {
+    if (connection && this.listener.connection === connection && this.epoch === epoch && this.untouchedSince(seq, companyId, key) && this.quiet(companyId, variants)) {
+      let stored = this.entries.get(key);
+      if (!stored) {
         if (this.entries.size >= (this.options.maxEntries ?? 20_000)) this.entries.delete(this.entries.keys().next().value as string);
-        this.entries.set(key, (slot = {}));
+        this.entries.set(key, (stored = { variants, views: {} }));
       }
-      slot[kind] = { view, storedAt: Date.now() };
+      stored.views[kind] = { view, storedAt: Date.now() };
     }
     return view;
   }
@@ -130,10 +132,10 @@ export class ContactCache {
       && !isChanging(CONTACTS_CHANGED_CHANNEL, `claim:${companyId}:${phone}`);
   }
 
-  /** No change of this number or company is being committed by this process (or was, a moment ago). */
-  private quiet(companyId: number, e164: string): boolean {
+  /** No change of this number (any spelling) or company is being committed by this process (or was, a moment ago). */
+  private quiet(companyId: number, variants: readonly string[]): boolean {
     if (isChanging(CONTACTS_CHANGED_CHANNEL, companyId) || isChanging(CONTACTS_CHANGED_CHANNEL, '*')) return false;
-    for (const v of phoneVariants(e164)) if (isChanging(CONTACTS_CHANGED_CHANNEL, `${companyId}:${v}`)) return false;
+    for (const v of variants) if (isChanging(CONTACTS_CHANGED_CHANNEL, `${companyId}:${v}`)) return false;
     return true;
   }
 

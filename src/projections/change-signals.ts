@@ -39,6 +39,7 @@ export function markChanging(channel: string, companyId: number | string): void 
 }
 
 export function isChanging(channel: string, companyId: number | string): boolean {
+  if (changing.size === 0) return false;
   const key = keyOf(channel, companyId);
   const until = changing.get(key);
   if (until === undefined) return false;

@@ -245,6 +245,13 @@ const PHONE_OF = (alias: string) =>
   `(SELECT ct.phone FROM contacts ct WHERE ct.company_id = ${alias}.company_id AND ct.contact_id = ${alias}.contact_id)`;
 
 /**
+ * Whether the number of a new claim was claimed already (by another contact): only then can a process remember a
+ * holder of it (the upsert memory), so only then is the claim signalled. A first claim is not.
+ */
+const OTHER_CLAIM = (alias: string) =>
+  `EXISTS (SELECT 1 FROM phone_claims o WHERE o.company_id = ${alias}.company_id AND o.phone = ${alias}.phone AND o.contact_id <> ${alias}.contact_id)`;
+
+/**
  * The whole batch in one statement (tables are independent: each is written by one part): claims ($1-$4),
  * contacts created ($5-$16) and changed ($17-$26), custom-field versions ($27-$34), reply times by number
  * ($35-$37) and by contact ($38-$40). Returns (and notifies) the change signal of every changed number.
@@ -254,7 +261,7 @@ const BATCH_SQL = `
     INSERT INTO phone_claims (company_id, phone, contact_id, is_test)
     SELECT * FROM unnest($1::integer[], $2::text[], $3::integer[], $4::boolean[])
     ON CONFLICT DO NOTHING
-    RETURNING company_id, phone
+    RETURNING company_id, phone, contact_id
   ), ins AS (
     INSERT INTO contacts (company_id, contact_id, list_id, phone, full_name, email, source, source_detail,
                           profile_picture, is_test, created_at, revision)
@@ -306,7 +313,7 @@ const BATCH_SQL = `
     RETURNING company_id, contact_id
   )
   SELECT k, pg_notify('${CH}', k) FROM (
-    SELECT 'claim:' || company_id || ':' || phone AS k FROM cl
+    SELECT 'claim:' || cl.company_id || ':' || cl.phone AS k FROM cl WHERE ${OTHER_CLAIM('cl')}
     UNION SELECT company_id || ':' || phone FROM ins
     UNION SELECT company_id || ':' || phone FROM upd
     UNION SELECT company_id || ':' || phone FROM rp
@@ -376,8 +383,11 @@ async function applyOne(tx: PoolClient, event: RecordedEvent): Promise<void> {
     case 'ContactPhoneClaimed': {
       const d = e.data;
       await signalled(tx, {
-        text: `INSERT INTO phone_claims (company_id, phone, contact_id, is_test) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
-               RETURNING 'claim:' || company_id || ':' || phone AS k, pg_notify('${CH}', 'claim:' || company_id || ':' || phone)`,
+        text: `WITH c AS (
+                 INSERT INTO phone_claims (company_id, phone, contact_id, is_test) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+                 RETURNING company_id, phone, contact_id
+               )
+               SELECT k, pg_notify('${CH}', k) FROM (SELECT 'claim:' || c.company_id || ':' || c.phone AS k FROM c WHERE ${OTHER_CLAIM('c')}) x`,
         values: [d.companyId, d.phone, d.contactId, d.isTest],
       });
       return;

@@ -126,6 +126,15 @@ export class ContactCache {
     return view;
   }
 
+  /**
+   * This process changed the number (an upsert whose events the read model has applied): its entries go now, not
+   * when the notification arrives, and a read that started before is not cached. Marks do that when this process
+   * applies the projection; this covers a worker process applying it (read-your-writes either way).
+   */
+  changed(companyId: number, phone: string): void {
+    this.dropNumber(String(companyId), phone);
+  }
+
   /** No change of this number's claims or of the company's lists is being committed by this process (or was, a moment ago). */
   private claimsQuiet(companyId: number, phone: string): boolean {
     return !isChanging(CONTACTS_CHANGED_CHANNEL, companyId) && !isChanging(CONTACTS_CHANGED_CHANNEL, '*')
@@ -174,8 +183,12 @@ export class ContactCache {
       for (const key of this.known.keys()) if (key.startsWith(prefix)) this.known.delete(key);
       return;
     }
-    const company = payload.slice(0, colon);
-    for (const v of phoneVariants(payload.slice(colon + 1))) {
+    this.dropNumber(payload.slice(0, colon), payload.slice(colon + 1));
+  }
+
+  /** Drops a number's entries, under every spelling of it. */
+  private dropNumber(company: string, phone: string): void {
+    for (const v of phoneVariants(phone)) {
       const key = `${company}:${v}`;
       this.note(key);
       this.entries.delete(key);

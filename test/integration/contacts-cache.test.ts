@@ -38,6 +38,7 @@ describe('contact cache (lookup and external get)', () => {
       contact({ id: 9102, fullName: 'Beto', phone: '+5491177770002', customFields: [{ key: 'plan', value: ['gold'], expiresAt: '2026-03-01T18:00:00Z' }] }),
       contact({ id: 9103, fullName: 'Ceci', phone: '+5491177770003' }),
       contact({ id: 9104, fullName: 'Dani', phone: '+5491177770004' }),
+      contact({ id: 9105, fullName: 'Eli', phone: '+5491177770005', customFields: [{ key: 'visits', value: [7], expiresAt: null }] }),
     ], { actor: 'test', correlationId: 'seed' });
     await recordMessage(t.services, { companyId: 101, direction: 'inbound', occurredAt: '2026-03-01T10:00:00Z', contactPhone: '+5491177770002' });
     await settle(t.services);
@@ -80,6 +81,24 @@ describe('contact cache (lookup and external get)', () => {
       expect(field((await get('+5491177770003')).json(), 'visits')).toMatchObject({ value: [7], version: 1 });
     }
     expect(reads()).toEqual(['contacts_lookup', 'contacts_external']);
+  });
+
+  it('an upsert drops the number\'s entries itself (read-your-writes when a worker process applies the projection)', async () => {
+    // Here this process applies the projection, so its marks bypass the cache for 2 s and the notification drops
+    // the entries. Without both (notifications swallowed, marks waited out), the upsert's own drop is what is left.
+    const cache = contactCacheOf(t.app, t.services.pool);
+    await settleMarks();
+    expect((await lookup('+5491177770005')).json().contact.fullName).toBe('Eli');
+    expect(field((await get('+5491177770005')).json(), 'visits')).toMatchObject({ value: [7] });
+    const notifications = jest.spyOn(cache as unknown as { invalidate(payload: string): void }, 'invalidate').mockImplementation(() => undefined);
+    try {
+      expect((await upsert({ phone: '+5491177770005', full_name: 'Eli P', custom_fields: [{ key: 'visits', value: [8] }] })).statusCode).toBe(200);
+      await settleMarks();
+      expect((await lookup('+5491177770005')).json().contact.fullName).toBe('Eli P');
+      expect(field((await get('+5491177770005')).json(), 'visits')).toMatchObject({ value: [8], version: 2 });
+    } finally {
+      notifications.mockRestore();
+    }
   });
 
   it('a created contact is found at once, though its number was cached as not found', async () => {

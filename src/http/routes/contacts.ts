@@ -290,6 +290,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
       if (err instanceof AmbiguousPhoneError) throw conflict(err.message);
       throw err;
     }
+    if (result.events.length > 0) cache.changed(key.companyId, result.contact.phone);
     return reply.status(result.created ? 201 : 200).send(upsertView(result, services.now()));
   });
 }

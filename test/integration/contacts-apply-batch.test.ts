@@ -3,10 +3,9 @@ import { upsertContact } from '../../src/commands/contact/handler';
 import { parseUpsertBody } from '../../src/commands/contact/upsert-input';
 import { START, type RecordedEvent } from '../../src/ports/event-store';
 import { contactsProjection } from '../../src/projections/contacts/projection';
-import { applyHandled, type Projection } from '../../src/projections/projection';
+import type { Projection } from '../../src/projections/projection';
 import { checksumProjection } from '../../src/projections/rebuild';
-import { createTables } from '../../src/projections/store';
-import { withTransaction } from '../../src/shared/tx';
+import { chunksOf, fillProjection } from '../support/projections';
 import { createTestContext } from '../support/services';
 import { appendEvents, provisionAll, recordMessage, settle, testClock } from './contacts-support';
 
@@ -58,20 +57,8 @@ describe('contacts projection: applyBatch equals apply one event at a time', () 
   }, 60_000);
   afterAll(() => t?.close());
 
-  const fill = async (p: Projection, schema: string, batches: RecordedEvent[][]) => {
-    await withTransaction(t.services.pool, async (tx) => {
-      await tx.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await createTables(tx, schema, p);
-    });
-    for (const batch of batches) {
-      await withTransaction(t.services.pool, async (tx) => {
-        await tx.query(`SET LOCAL search_path TO ${schema}, public`);
-        await applyHandled(p, tx, batch);
-      });
-    }
-  };
-  const chunks = (events: RecordedEvent[], size: number) =>
-    Array.from({ length: Math.ceil(events.length / size) }, (_, i) => events.slice(i * size, (i + 1) * size));
+  const fill = (p: Projection, schema: string, batches: RecordedEvent[][]) => fillProjection(t.services.pool, p, schema, batches);
+  const chunks = chunksOf;
   const p = contactsProjection;
 
   it('the log holds every kind of event the projection handles', () => {

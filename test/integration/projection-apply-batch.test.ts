@@ -4,12 +4,11 @@ import { createDeliveryHandler, createSendStatusApplier } from '../../src/worker
 import { START, type RecordedEvent } from '../../src/ports/event-store';
 import { accountsProjection } from '../../src/projections/accounts/projection';
 import { conversationsProjection } from '../../src/projections/conversations/projection';
-import { applyHandled, type Projection } from '../../src/projections/projection';
+import type { Projection } from '../../src/projections/projection';
 import { checksumProjection } from '../../src/projections/rebuild';
 import { sendsProjection } from '../../src/projections/sends/projection';
 import { findProviderMessageOwner } from '../../src/projections/sends/queries';
-import { createTables } from '../../src/projections/store';
-import { withTransaction } from '../../src/shared/tx';
+import { chunksOf, fillProjection } from '../support/projections';
 import { createTestContext } from '../support/services';
 import { invoiceVariables, SHOP, sendsFixture } from '../support/sends';
 
@@ -62,20 +61,8 @@ describe('Projection.applyBatch equals apply one event at a time', () => {
   }, 60_000);
   afterAll(() => t?.close());
 
-  const fill = async (p: Projection, schema: string, batches: RecordedEvent[][]) => {
-    await withTransaction(t.services.pool, async (tx) => {
-      await tx.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await createTables(tx, schema, p);
-    });
-    for (const batch of batches) {
-      await withTransaction(t.services.pool, async (tx) => {
-        await tx.query(`SET LOCAL search_path TO ${schema}, public`);
-        await applyHandled(p, tx, batch);
-      });
-    }
-  };
-  const chunks = (events: RecordedEvent[], size: number) =>
-    Array.from({ length: Math.ceil(events.length / size) }, (_, i) => events.slice(i * size, (i + 1) * size));
+  const fill = (p: Projection, schema: string, batches: RecordedEvent[][]) => fillProjection(t.services.pool, p, schema, batches);
+  const chunks = chunksOf;
 
   const batched = [sendsProjection, accountsProjection, conversationsProjection];
 

@@ -99,6 +99,16 @@ export class WrongExpectedRevisionError extends Error {
   }
 }
 
+/** The shape every adapter's `appendMany` requires: each entry has events, no stream appears twice. */
+export function checkStreamAppends(appends: readonly StreamAppend[]): void {
+  const seen = new Set<string>();
+  for (const a of appends) {
+    if (a.events.length === 0) throw new Error(`appendMany: the append to ${a.streamId} has no events`);
+    if (seen.has(a.streamId)) throw new Error(`appendMany: stream ${a.streamId} appears twice`);
+    seen.add(a.streamId);
+  }
+}
+
 /** An appendMany entry collides with events stored already under the same ids but not as that entry. */
 export class DuplicateEventIdError extends Error {
   constructor(

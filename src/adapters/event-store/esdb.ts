@@ -53,6 +53,7 @@ import {
 } from '@eventstore/db-client';
 import {
   type AppendResult,
+  checkStreamAppends,
   type EventMetadata,
   type EventStore,
   type EventToAppend,
@@ -308,12 +309,7 @@ export class EsdbEventStore implements EventStore {
 
   /** Sequential appends (see the header): not atomic on EventStoreDB. */
   async appendMany(appends: StreamAppend[]): Promise<AppendResult[]> {
-    const seen = new Set<string>();
-    for (const a of appends) {
-      if (a.events.length === 0) throw new Error(`appendMany: the append to ${a.streamId} has no events`);
-      if (seen.has(a.streamId)) throw new Error(`appendMany: stream ${a.streamId} appears twice`);
-      seen.add(a.streamId);
-    }
+    checkStreamAppends(appends);
     const results: AppendResult[] = [];
     for (const a of appends) results.push(await this.append(a.streamId, a.events, a.expected));
     return results;

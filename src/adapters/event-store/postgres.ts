@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Pool } from 'pg';
 import {
   type AppendResult,
+  checkStreamAppends,
   DuplicateEventIdError,
   type EventStore,
   type EventToAppend,
@@ -164,12 +165,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   async appendMany(appends: StreamAppend[]): Promise<AppendResult[]> {
-    const seen = new Set<string>();
-    for (const a of appends) {
-      if (a.events.length === 0) throw new Error(`appendMany: the append to ${a.streamId} has no events`);
-      if (seen.has(a.streamId)) throw new Error(`appendMany: stream ${a.streamId} appears twice`);
-      seen.add(a.streamId);
-    }
+    checkStreamAppends(appends);
     const results: AppendResult[] = new Array(appends.length);
     // entries still to append, by their index in `appends`; entries recognised as stored leave this list
     let pending = appends.map((_, i) => i);

@@ -697,15 +697,8 @@ class KafkaSubscription implements Subscription {
     const left: SliceRecord[] = [];
     for (const entry of pending) {
       const { message } = entry;
-      const raw = message.value?.toString('utf8') ?? null;
-      const base: IncomingRecord = {
-        topic,
-        key: message.key?.toString('utf8') ?? null,
-        value: raw,
-        partition,
-        offset: message.offset,
-        headers: headersToStrings(message.headers),
-      };
+      const base = rawRecord(topic, partition, message);
+      const raw = base.value as string | null;
       if (entry.poisonReason !== undefined) {
         toDeadLetter.push({ entry, record: base, reason: entry.poisonReason });
         continue;
@@ -775,15 +768,8 @@ class KafkaSubscription implements Subscription {
       return { kind: 'retry', error };
     };
 
-    const raw = message.value?.toString('utf8') ?? null;
-    let record: IncomingRecord = {
-      topic,
-      key: message.key?.toString('utf8') ?? null,
-      value: raw,
-      partition,
-      offset: message.offset,
-      headers: headersToStrings(message.headers),
-    };
+    let record = rawRecord(topic, partition, message);
+    const raw = record.value as string | null;
 
     let reason = state?.poisonReason;
     if (reason === undefined) {
@@ -822,4 +808,16 @@ class KafkaSubscription implements Subscription {
     }
     return { kind: 'done' };
   }
+}
+
+/** A Kafka message as an incoming record, its value still the raw text (parsed as JSON by the caller). */
+function rawRecord(topic: string, partition: number, message: KafkaMessage): IncomingRecord {
+  return {
+    topic,
+    key: message.key?.toString('utf8') ?? null,
+    value: message.value?.toString('utf8') ?? null,
+    partition,
+    offset: message.offset,
+    headers: headersToStrings(message.headers),
+  };
 }

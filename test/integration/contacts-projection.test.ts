@@ -159,7 +159,7 @@ describe('the provisioning seed (switchboard seed) with the example fixture', ()
   it('seeds its contact through seedFixtureContacts, idempotently', async () => {
     const t = await createTestApp();
     try {
-      const doc = JSON.parse(readFileSync(join(__dirname, '../../../shared/contracts/example-fixture.json'), 'utf8'));
+      const doc = JSON.parse(readFileSync(join(__dirname, '../fixtures/example-fixture.json'), 'utf8'));
       const first = await seedFixture(t.services, doc, { actor: 'cli' });
       expect(first.contacts).toEqual({ created: 1, changed: 0, unchanged: 0 });
       const second = await seedFixture(t.services, doc, { actor: 'cli' });

@@ -47,6 +47,13 @@ d('KafkaTransport (real broker)', () => {
     return t;
   };
   const kafka = () => new Kafka({ clientId: 'switchboard-test-inspector', brokers: brokers(), logLevel: logLevel.NOTHING });
+  /** A value that is not JSON at all, written by some other producer. */
+  const publishNotJson = async (topic: string) => {
+    const raw = kafka().producer();
+    await raw.connect();
+    await raw.send({ topic, messages: [{ key: 'same', value: 'not json {' }] });
+    await raw.disconnect();
+  };
 
   /** high watermark summed over the topic's partitions (= records written, for a fresh topic) */
   async function recordsIn(topic: string): Promise<number> {
@@ -215,11 +222,7 @@ d('KafkaTransport (real broker)', () => {
     const { topic, groupId } = unique('poison');
     const t = newTransport();
     await t.publish(topic, [0, 1, 2].map((n) => ({ key: 'same', value: { n }, headers: { 'x-trace': `t${n}` } })));
-    // a value that is not JSON at all, written by some other producer
-    const raw = kafka().producer();
-    await raw.connect();
-    await raw.send({ topic, messages: [{ key: 'same', value: 'not json {' }] });
-    await raw.disconnect();
+    await publishNotJson(topic);
     await t.publish(topic, [3, 4, 5].map((n) => ({ key: 'same', value: { n } })));
 
     const handled: number[] = [];
@@ -472,10 +475,7 @@ d('KafkaTransport (real broker)', () => {
       const { topic, groupId } = unique('batch-poison');
       const t = newTransport();
       await t.publish(topic, [0, 1, 2].map((n) => ({ key: 'same', value: { n }, headers: { 'x-trace': `t${n}` } })));
-      const raw = kafka().producer();
-      await raw.connect();
-      await raw.send({ topic, messages: [{ key: 'same', value: 'not json {' }] });
-      await raw.disconnect();
+      await publishNotJson(topic);
       await t.publish(topic, [3, 4].map((n) => ({ key: 'same', value: { n } })));
 
       const handled: number[] = [];

@@ -45,9 +45,8 @@ export class ProjectionRunner {
   private readonly unpersisted = new Map<string, { storedAt: Position; readTo: Position; since: number }>();
   /** the checkpoint each projection last stored, as this process knows it (verified under the lock) */
   private readonly stored = new Map<string, { position: Position; version: number }>();
-  /** readAll queries in flight, by position; `readEpoch` moves on every kick (something may have been appended) */
   /** the log as far as this runner read it last (shared by the projections); `readEpoch` moves on every kick */
-  private readonly tail = new LogTail();
+  private readonly tail: LogTail;
   private readonly tailRead: { current?: { epoch: number; done: Promise<void> }; queued?: Promise<void> } = {};
   private readEpoch = 0;
   /** projections kicked while a batch was running: they look again before sleeping */
@@ -66,6 +65,7 @@ export class ProjectionRunner {
   ) {
     this.batchSize = options.batchSize ?? 1000;
     this.pollMs = options.pollMs ?? 100;
+    this.tail = new LogTail(this.batchSize, (a, b) => store.comparePositions(a, b));
     this.advanced.setMaxListeners(0);
     this.committed.setMaxListeners(0);
   }
@@ -295,11 +295,16 @@ export class ProjectionRunner {
       await this.extendTail();
       if (t.has(from)) return { batch: t.after(from, this.batchSize), stale: false };
     }
+    return { batch: await this.readIntoTail(from), stale: false };
+  }
+
+  /** readAll from `from`, offered to the tail (which keeps it when it continues or is ahead of what it holds). */
+  private async readIntoTail(from: Position): Promise<ReadAllBatch> {
     const epoch = this.readEpoch;
     const readAt = Date.now();
     const batch = await this.store.readAll(from, this.batchSize);
-    t.adopt(from, batch, epoch, readAt, this.batchSize, (a, b) => this.store.comparePositions(a, b));
-    return { batch, stale: false };
+    this.tail.adopt(from, batch, epoch, readAt);
+    return batch;
   }
 
   /** Reads the log after the tail's end: joins the read in flight if it started after the latest kick, else queues one. */
@@ -309,19 +314,13 @@ export class ProjectionRunner {
     if (current && current.epoch === this.readEpoch) return current.done;
     const start = (): Promise<void> => {
       this.tailRead.queued = undefined;
-      const epoch = this.readEpoch;
-      const from = this.tail.end;
-      const readAt = Date.now();
-      const done = this.store.readAll(from, this.batchSize).then((batch) => {
-        this.tail.adopt(from, batch, epoch, readAt, this.batchSize, (a, b) => this.store.comparePositions(a, b));
-      });
-      const entry = { epoch, done };
+      const entry = { epoch: this.readEpoch, done: this.readIntoTail(this.tail.end).then(() => undefined) };
       this.tailRead.current = entry;
       const settle = () => {
         if (this.tailRead.current === entry) this.tailRead.current = undefined;
       };
-      done.then(settle, settle);
-      return done;
+      entry.done.then(settle, settle);
+      return entry.done;
     };
     if (!current) return start();
     const queued = current.done.then(start, start);
@@ -376,6 +375,11 @@ class LogTail {
   /** the last read returned less than a full batch: nothing more was readable then */
   complete = false;
 
+  constructor(
+    private readonly batchSize: number,
+    private readonly compare: (a: Position, b: Position) => number,
+  ) {}
+
   has(from: Position): boolean {
     return this.start !== undefined && (from === this.start || this.index.has(from));
   }
@@ -387,8 +391,8 @@ class LogTail {
   }
 
   /** Takes a read's result: extends the tail when it continues it, starts a new tail when it is ahead of it. */
-  adopt(from: Position, batch: ReadAllBatch, epoch: number, readAt: number, batchSize: number, compare: (a: Position, b: Position) => number): void {
-    if (this.start === undefined || (from !== this.end && compare(from, this.end) > 0)) {
+  adopt(from: Position, batch: ReadAllBatch, epoch: number, readAt: number): void {
+    if (this.start === undefined || (from !== this.end && this.compare(from, this.end) > 0)) {
       this.events = [];
       this.index.clear();
       this.offset = 0;
@@ -406,9 +410,9 @@ class LogTail {
     this.end = batch.nextPosition;
     this.epoch = Math.max(this.epoch, epoch);
     this.readAt = Math.max(this.readAt, readAt);
-    this.complete = batch.events.length < batchSize;
-    if (this.events.length > 4 * batchSize) {
-      const dropped = this.events.splice(0, this.events.length - batchSize);
+    this.complete = batch.events.length < this.batchSize;
+    if (this.events.length > 4 * this.batchSize) {
+      const dropped = this.events.splice(0, this.events.length - this.batchSize);
       for (const e of dropped) this.index.delete(e.position);
       this.offset += dropped.length;
       this.start = dropped[dropped.length - 1].position;

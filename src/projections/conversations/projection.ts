@@ -106,32 +106,11 @@ export const conversationsProjection: Projection = {
           [e.data.companyId, e.data.operatorId, e.data.name],
         );
         return;
-      case 'MessageRecorded': {
-        const d = e.data;
+      case 'MessageRecorded':
         // The agent's name and version as they are when the message is recorded (the version that wrote it).
         // Reply stats change only when the row is really inserted (a redelivered event changes nothing).
-        await tx.query(
-          `WITH ins AS (
-             INSERT INTO messages (company_id, message_id, seq, conversation_id, occurred_at, channel, direction, author_type,
-                                   author_contact_id, author_agent_id, author_operator_id, contact_phone, agent_name, agent_version,
-                                   content_type, content_text, media_url, media_mime, reply_to_message_id,
-                                   classifications, extractions, tool_calls, trace_id)
-             SELECT $1, $2, COALESCE((SELECT max(seq) FROM messages), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11,
-                    a.name, a.version, $12, $13, $14, $15, $16, $17, $18, $19, $20
-               FROM (SELECT 1) one LEFT JOIN agents a ON a.company_id = $1 AND a.agent_id = $9
-             ON CONFLICT (company_id, message_id) DO NOTHING
-             RETURNING 1
-           )
-           INSERT INTO reply_stats (company_id, contact_phone, first_reply_at, last_reply_at, inbound_count)
-           SELECT $1, $11, $4, $4, 1 FROM ins WHERE $6 = 'inbound' AND $11::text IS NOT NULL
-           ON CONFLICT (company_id, contact_phone) DO UPDATE
-             SET first_reply_at = LEAST(reply_stats.first_reply_at, EXCLUDED.first_reply_at),
-                 last_reply_at = GREATEST(reply_stats.last_reply_at, EXCLUDED.last_reply_at),
-                 inbound_count = reply_stats.inbound_count + 1`,
-          messageRow(d),
-        );
+        await insertMessages(tx, [e.data]);
         return;
-      }
       case 'MessageDeleted':
         await tx.query(
           'UPDATE messages SET deleted = true WHERE company_id = $1 AND message_id = $2 AND conversation_id = $3 AND NOT deleted',
@@ -164,7 +143,7 @@ export const conversationsProjection: Projection = {
 
 type MessageRecordedData = Extract<ConversationEvent, { type: 'MessageRecorded' }>['data'];
 
-/** The values of a message row, in the column order of the inserts below ($1…$20). */
+/** The values of a message row, in the column order of the insert below. */
 function messageRow(d: MessageRecordedData): unknown[] {
   return [
     d.companyId, d.messageId, d.conversationId, d.occurredAt, d.channel, d.direction, d.author.type,

@@ -68,32 +68,12 @@ export const sendsProjection: Projection = {
   async apply(tx, event) {
     const e = { type: event.type, data: event.data } as SendEvent | ProvisioningEvent;
     switch (e.type) {
-      case 'TemplateSendRequested': {
-        const d = e.data;
-        await tx.query(
-          `INSERT INTO sends (send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
-                              recipient_phone, recipient_e164, variables, button_variables, requested_at)
-           SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
-            WHERE NOT EXISTS (SELECT 1 FROM sends WHERE send_id = $1)`,
-          [d.sendId, d.companyId, d.numberId, d.phoneNumberId, d.templateId, d.templateName, d.language, d.category,
-            d.recipientPhone, d.recipientE164, JSON.stringify(d.variables), JSON.stringify(d.buttonVariables), d.requestedAt],
-        );
+      case 'TemplateSendRequested':
+        await insertRequests(tx, [e.data]);
         return;
-      }
-      case 'TemplateSendAccepted': {
-        const d = e.data;
-        await tx.query(
-          `UPDATE sends SET provider_message_id = $2, was_successful = true, error_message = NULL, status = 'sent', sent_at = $3
-            WHERE send_id = $1 AND status = 'pending'`,
-          [d.sendId, d.providerMessageId, d.acceptedAt],
-        );
-        await tx.query(
-          `INSERT INTO provider_messages (provider_message_id, kind, stream_id, company_id) VALUES ($1, 'send', $2, $3)
-           ON CONFLICT (provider_message_id) DO NOTHING`,
-          [d.providerMessageId, event.streamId, d.companyId],
-        );
+      case 'TemplateSendAccepted':
+        await recordAcceptances(tx, [{ d: e.data, streamId: event.streamId }]);
         return;
-      }
       case 'TemplateSendRejected': {
         const d = e.data;
         await tx.query(
@@ -104,28 +84,9 @@ export const sendsProjection: Projection = {
         );
         return;
       }
-      case 'DeliveryStatusRecorded': {
-        const d = e.data;
-        if (d.status === 'delivered') {
-          await tx.query(
-            `UPDATE sends SET status = 'delivered', delivered_at = $2 WHERE send_id = $1 AND status IN ('pending', 'sent')`,
-            [d.sendId, d.at],
-          );
-        } else if (d.status === 'read') {
-          await tx.query(
-            `UPDATE sends SET status = 'read', read_at = $2, delivered_at = COALESCE(delivered_at, $2)
-              WHERE send_id = $1 AND status IN ('pending', 'sent', 'delivered')`,
-            [d.sendId, d.at],
-          );
-        } else {
-          await tx.query(
-            `UPDATE sends SET status = 'failed', failed_at = $2, status_error_code = $3, status_error_message = $4
-              WHERE send_id = $1 AND status IN ('pending', 'sent', 'delivered')`,
-            [d.sendId, d.at, d.errorCode, d.errorMessage],
-          );
-        }
+      case 'DeliveryStatusRecorded':
+        await recordStatuses(tx, [e.data]);
         return;
-      }
       case 'PhoneNumberRegistered':
       case 'PhoneNumberDetailsChanged': {
         const d = e.data;
@@ -148,18 +109,18 @@ export const sendsProjection: Projection = {
    * one-by-one `apply` leaves. Number events are applied one by one.
    */
   async applyBatch(tx, events) {
-    const requested: SendEvent[] = [];
+    const requested: Requested[] = [];
     const accepted: Array<{ d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data']; streamId: string }> = [];
-    const rejected: Array<Extract<SendEvent, { type: 'TemplateSendRejected' }>['data']> = [];
+    const rejected: RecordedEvent[] = [];
     const rounds: Array<Array<Extract<SendEvent, { type: 'DeliveryStatusRecorded' }>['data']>> = [];
     const statusesSeen = new Map<string, number>();
     const others: RecordedEvent[] = [];
     for (const event of events) {
       const e = { type: event.type, data: event.data } as SendEvent;
       switch (e.type) {
-        case 'TemplateSendRequested': requested.push(e); break;
+        case 'TemplateSendRequested': requested.push(e.data); break;
         case 'TemplateSendAccepted': accepted.push({ d: e.data, streamId: event.streamId }); break;
-        case 'TemplateSendRejected': rejected.push(e.data); break;
+        case 'TemplateSendRejected': rejected.push(event); break;
         case 'DeliveryStatusRecorded': {
           const k = statusesSeen.get(e.data.sendId) ?? 0;
           statusesSeen.set(e.data.sendId, k + 1);
@@ -170,9 +131,9 @@ export const sendsProjection: Projection = {
       }
     }
     for (const event of others) await sendsProjection.apply(tx, event);
-    await insertRequests(tx, requested.map((e) => (e as Extract<SendEvent, { type: 'TemplateSendRequested' }>).data));
+    await insertRequests(tx, requested);
     await recordAcceptances(tx, accepted);
-    for (const d of rejected) await sendsProjection.apply(tx, { type: 'TemplateSendRejected', data: d } as RecordedEvent);
+    for (const event of rejected) await sendsProjection.apply(tx, event);
     for (const round of rounds) await recordStatuses(tx, round);
   },
 };
@@ -221,7 +182,7 @@ async function recordAcceptances(
   );
 }
 
-/** One status per send (a round): the same transitions as `apply`'s three updates, in one statement. */
+/** Statuses of distinct sends (a round) in one statement: each moves its send forward only (sent < delivered < read; failed). */
 async function recordStatuses(tx: PoolClient, round: Array<Extract<SendEvent, { type: 'DeliveryStatusRecorded' }>['data']>): Promise<void> {
   await queryNamed(tx, 'sends_record_statuses',
     `UPDATE sends s

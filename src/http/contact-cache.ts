@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { appScoped } from './app-scoped';
 import type { Pool, PoolClient } from 'pg';
 import type { KnownContact, UpsertMemory } from '../commands/contact/handler';
 import { CONTACTS_CHANGED_CHANNEL, isChanging } from '../projections/change-signals';
@@ -206,13 +207,5 @@ const caches = new WeakMap<FastifyInstance, ContactCache>();
 
 /** The contact cache of an app (one LISTEN connection per app), started and stopped with it. */
 export function contactCacheOf(app: FastifyInstance, pool: Pool): ContactCache {
-  let cache = caches.get(app);
-  if (!cache) {
-    const created = new ContactCache(pool);
-    app.addHook('onReady', () => created.start());
-    app.addHook('onClose', () => created.stop());
-    caches.set(app, created);
-    cache = created;
-  }
-  return cache;
+  return appScoped(caches, app, () => new ContactCache(pool));
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { appScoped } from './app-scoped';
 import type { Pool } from 'pg';
 import { PgListener } from '../shared/pg-listener';
 import { ACCOUNTS_CHANGED_CHANNEL, BUSINESS_CHANGED_CHANNEL, isChanging } from '../projections/change-signals';
@@ -96,13 +97,5 @@ const caches = new WeakMap<FastifyInstance, ReadCache>();
 
 /** The read cache of an app (one LISTEN connection per app), started and stopped with it. */
 export function readCacheOf(app: FastifyInstance, pool: Pool): ReadCache {
-  let cache = caches.get(app);
-  if (!cache) {
-    const created = new ReadCache(pool);
-    app.addHook('onReady', () => created.start());
-    app.addHook('onClose', () => created.stop());
-    caches.set(app, created);
-    cache = created;
-  }
-  return cache;
+  return appScoped(caches, app, () => new ReadCache(pool));
 }

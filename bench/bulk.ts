@@ -14,7 +14,7 @@ import { buildApp } from '../src/http/app';
 import type { MessagingProvider, SendTemplateRequest } from '../src/ports/provider';
 import { getBulkSend } from '../src/projections/bulk/queries';
 import { BulkDispatcher } from '../src/workers/bulk-dispatcher';
-import { benchDatabase, benchServices, emit, log, round } from './support';
+import { benchDatabase, benchFixture, benchServices, emit, log, round } from './support';
 
 const RECIPIENTS = Number(process.env.BENCH_BULK_RECIPIENTS ?? 100_000);
 const KEY = 'sbk_benchbulk0aaaaaaaaaaaaaaaaaaaaaa';
@@ -28,17 +28,9 @@ const number = (id: number, phoneNumberId: string, tier: string) => ({
   id, phoneNumberId, displayPhoneNumber: `+54 11 0000-${id}`, verifiedName: 'Bench', businessName: 'Bench SA', isPrimary: id === 1,
   messagingLimitTier: tier, qualityRating: 'GREEN', templates: [template(id)],
 });
-const fixture = {
-  companies: [{
-    id: 1, name: 'Bench Co', email: 'b@bench.example', phone: '+541100000000', website: 'https://bench.example', address: 'x',
-    description: 'bench', timezone: 'America/Argentina/Buenos_Aires', companySize: 'SMALL', companyTypes: ['ECOMMERCE'], categories: [],
-    users: [{ id: 1, email: 'ops@bench.example', first_name: 'O', last_name: 'P' }],
-    apiKeys: [{ name: 'bench', key: KEY, userId: 1, active: true, expiresAt: null }],
-    contactLists: [{ id: 1, name: 'All', isDefault: true, customFields: [] }], contacts: [], branches: [], holidays: [], agents: [], operators: [],
-    phoneNumbers: [number(1, NUMBERS.unlimited, 'TIER_UNLIMITED'), number(2, NUMBERS.tier1000, 'TIER_1000'), number(3, NUMBERS.tier10000, 'TIER_10000')],
-  }],
-  globalKeys: [],
-};
+const fixture = benchFixture(KEY, {
+  phoneNumbers: [number(1, NUMBERS.unlimited, 'TIER_UNLIMITED'), number(2, NUMBERS.tier1000, 'TIER_1000'), number(3, NUMBERS.tier10000, 'TIER_10000')],
+});
 
 /** Records the real start time of every provider call per sending number. */
 class Timed implements MessagingProvider {

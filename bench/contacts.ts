@@ -11,7 +11,7 @@ import { upsertContact } from '../src/commands/contact/handler';
 import { parseUpsertBody } from '../src/commands/contact/upsert-input';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { benchDatabase, benchServices, emit, log, round } from './support';
+import { benchDatabase, benchFixture, benchServices, emit, log, round } from './support';
 
 // autocannon ships no type declarations: the slice of its result this bench reads
 interface CannonResult {
@@ -28,25 +28,17 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const EXISTING = Number(process.env.BENCH_CONTACTS ?? 2000);
 const KEY = 'sbk_benchcontacts0aaaaaaaaaaaaaaaaaa';
 
-const fixture = {
-  companies: [{
-    id: 1, name: 'Bench Co', email: 'b@bench.example', phone: '+541100000000', website: 'https://bench.example', address: 'x',
-    description: 'bench', timezone: 'America/Argentina/Buenos_Aires', companySize: 'SMALL', companyTypes: ['ECOMMERCE'], categories: [],
-    users: [{ id: 1, email: 'ops@bench.example', first_name: 'O', last_name: 'P' }],
-    apiKeys: [{ name: 'bench', key: KEY, userId: 1, active: true, expiresAt: null }],
-    contactLists: [{
-      id: 1, name: 'All', isDefault: true,
-      customFields: [
-        { id: 1, key: 'plan', name: 'Plan', fieldType: 'selector', options: ['basic', 'gold'], required: false, group: null },
-        { id: 2, key: 'visits', name: 'Visits', fieldType: 'int', options: null, required: false, group: null },
-        { id: 3, key: 'tags', name: 'Tags', fieldType: 'multiselector', options: ['a', 'b', 'c'], required: false, group: null },
-        { id: 4, key: 'note', name: 'Note', fieldType: 'text', options: null, required: false, group: null },
-      ],
-    }],
-    contacts: [], branches: [], holidays: [], agents: [], operators: [], phoneNumbers: [],
+const fixture = benchFixture(KEY, {
+  contactLists: [{
+    id: 1, name: 'All', isDefault: true,
+    customFields: [
+      { id: 1, key: 'plan', name: 'Plan', fieldType: 'selector', options: ['basic', 'gold'], required: false, group: null },
+      { id: 2, key: 'visits', name: 'Visits', fieldType: 'int', options: null, required: false, group: null },
+      { id: 3, key: 'tags', name: 'Tags', fieldType: 'multiselector', options: ['a', 'b', 'c'], required: false, group: null },
+      { id: 4, key: 'note', name: 'Note', fieldType: 'text', options: null, required: false, group: null },
+    ],
   }],
-  globalKeys: [],
-};
+});
 
 /** BENCH_ONLY=lookup,get,new,existing runs a subset (profiling) */
 const ONLY = (process.env.BENCH_ONLY ?? '').split(',').filter(Boolean);

@@ -24,7 +24,7 @@ import type { OutgoingRecord, RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
 import { PROVIDER_WEBHOOK_TOPIC, signWebhook, splitWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { startDeliveryConsumer } from '../src/workers/delivery-consumer';
-import { benchDatabase, benchServices, emit, log, round } from './support';
+import { benchDatabase, benchFixture, benchServices, emit, log, round } from './support';
 
 // autocannon ships no type declarations: the slice of its API this bench uses
 interface CannonResult {
@@ -40,29 +40,21 @@ const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
 const PHONE_NUMBER_ID = '900000000000001';
 const APP_SECRET = 'bench-app-secret';
 
-const fixture = {
-  companies: [{
-    id: 1, name: 'Bench Co', email: 'b@bench.example', phone: '+541100000000', website: 'https://bench.example', address: 'x',
-    description: 'bench', timezone: 'America/Argentina/Buenos_Aires', companySize: 'SMALL', companyTypes: ['ECOMMERCE'], categories: [],
-    users: [{ id: 1, email: 'ops@bench.example', first_name: 'O', last_name: 'P' }],
-    apiKeys: [{ name: 'bench', key: KEY, userId: 1, active: true, expiresAt: null }],
-    contactLists: [{ id: 1, name: 'All', isDefault: true, customFields: [] }], contacts: [], branches: [], holidays: [], agents: [], operators: [],
-    phoneNumbers: [{
-      id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
-      isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN',
-      templates: [{
-        id: 1, name: 'order_update', language: 'es', category: 'UTILITY', status: 'APPROVED',
-        variables: [
-          { name: 'name', type: 'TEXT', position: 1, isRequired: true, component: 'BODY' },
-          { name: 'total', type: 'CURRENCY', position: 2, isRequired: true, component: 'BODY' },
-          { name: 'code', type: 'TEXT', position: 1, isRequired: true, component: 'BUTTON' },
-        ],
-        buttons: [{ type: 'URL', text: 'Track', url: 'https://bench.example/t/{{1}}' }],
-      }],
+const fixture = benchFixture(KEY, {
+  phoneNumbers: [{
+    id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
+    isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN',
+    templates: [{
+      id: 1, name: 'order_update', language: 'es', category: 'UTILITY', status: 'APPROVED',
+      variables: [
+        { name: 'name', type: 'TEXT', position: 1, isRequired: true, component: 'BODY' },
+        { name: 'total', type: 'CURRENCY', position: 2, isRequired: true, component: 'BODY' },
+        { name: 'code', type: 'TEXT', position: 1, isRequired: true, component: 'BUTTON' },
+      ],
+      buttons: [{ type: 'URL', text: 'Track', url: 'https://bench.example/t/{{1}}' }],
     }],
   }],
-  globalKeys: [],
-};
+});
 
 type ToChild = { type: 'statuses'; brokers: string } | { type: 'stop' };
 type FromChild =

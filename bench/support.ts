@@ -104,3 +104,22 @@ export function benchServices(
     provider: options.provider,
   });
 }
+
+/**
+ * The provisioning fixture of a bench: company 1 "Bench Co" with user 1 and one API key `key`, and the parts the
+ * bench gives (its contact lists, its phone numbers).
+ */
+export function benchFixture(key: string, parts: { contactLists?: unknown[]; phoneNumbers?: unknown[] }) {
+  return {
+    companies: [{
+      id: 1, name: 'Bench Co', email: 'b@bench.example', phone: '+541100000000', website: 'https://bench.example', address: 'x',
+      description: 'bench', timezone: 'America/Argentina/Buenos_Aires', companySize: 'SMALL', companyTypes: ['ECOMMERCE'], categories: [],
+      users: [{ id: 1, email: 'ops@bench.example', first_name: 'O', last_name: 'P' }],
+      apiKeys: [{ name: 'bench', key, userId: 1, active: true, expiresAt: null }],
+      contactLists: parts.contactLists ?? [{ id: 1, name: 'All', isDefault: true, customFields: [] }],
+      contacts: [], branches: [], holidays: [], agents: [], operators: [],
+      phoneNumbers: parts.phoneNumbers ?? [],
+    }],
+    globalKeys: [],
+  };
+}

@@ -1,6 +1,7 @@
 // Contacts (ARCHITECTURE section 13), against the real HTTP server on 127.0.0.1 (embedded Postgres, or a fresh
-// database in DATABASE_URL), with autocannon, 20 connections:
-//  1. baseline: a bare fastify route (GET returning a constant) in the same process and run;
+// database in DATABASE_URL), with autocannon, 20 connections. The servers run in a forked child process and
+// autocannon in this one, so load generator and server do not share an event loop:
+//  1. baseline: a bare fastify route (GET returning a constant) in the same child process and run;
 //  2. GET /api/v1/contact-lookup/ over existing contacts (auth + one read-model query): lookups/s as a ratio of the
 //     baseline (budget >= 0.4) and p99 (budget < 20 ms); GET /api/v1/external/contacts/ reported the same way;
 //  3. POST /api/v1/external/contacts/upsert/ of new numbers (claim + create + 2 custom-field versions + wait for
@@ -11,7 +12,7 @@ import { upsertContact } from '../src/commands/contact/handler';
 import { parseUpsertBody } from '../src/commands/contact/upsert-input';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { benchDatabase, benchFixture, benchServices, emit, log, round } from './support';
+import { benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, nextMessage, round } from './support';
 
 // autocannon ships no type declarations: the slice of its result this bench reads
 interface CannonResult {
@@ -47,7 +48,12 @@ const phase = (name: string) => ONLY.length === 0 || ONLY.includes(name);
 const existingPhone = (i: number) => `+549114${String(i).padStart(7, '0')}`;
 const newPhone = (i: number) => `+549113${String(i).padStart(7, '0')}`;
 
-async function main(): Promise<void> {
+type FromChild = { type: 'ready'; url: string; bareUrl: string } | { type: 'stopped' } | { type: 'error'; message: string };
+
+// ---- child: the servers (the API on the bench database, and the bare fastify baseline) -------------------
+
+async function server(): Promise<void> {
+  const send = (m: FromChild) => process.send!(m);
   const db = await benchDatabase('contacts');
   const services = benchServices(db);
   await services.runner.start();
@@ -66,6 +72,41 @@ async function main(): Promise<void> {
   const bareApp = Fastify({ logger: false });
   bareApp.get('/bare', async () => ({ found: false, contact: null }));
   const bareUrl = await bareApp.listen({ port: 0, host: '127.0.0.1' });
+  process.on('message', (m: { type: 'stop' }) => {
+    if (m.type !== 'stop') return;
+    void (async () => {
+      try {
+        await bareApp.close();
+        await app.close();
+        await services.runner.stop();
+        await services.store.close();
+        await db.close();
+        send({ type: 'stopped' });
+        process.exit(0);
+      } catch (err) {
+        send({ type: 'error', message: (err as Error)?.stack ?? String(err) });
+      }
+    })();
+  });
+  send({ type: 'ready', url, bareUrl });
+}
+
+// ---- parent: load generator --------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const child = forkServer(__filename);
+  try {
+    const { url, bareUrl } = await nextMessage<FromChild, 'ready'>(child, 'ready');
+    await measure(url, bareUrl);
+    child.send({ type: 'stop' });
+    await nextMessage<FromChild, 'stopped'>(child, 'stopped');
+    await exited(child);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+async function measure(url: string, bareUrl: string): Promise<void> {
   log(`contacts bench: server ${url}, bare ${bareUrl}, ${CONNECTIONS} connections, ${DURATION_S} s per run`);
 
   const get = (base: string, path: () => string, duration = DURATION_S) => autocannon({
@@ -148,14 +189,14 @@ async function main(): Promise<void> {
     emit({ bench: 'contacts', metric: 'upsert_existing_p99_ms', value: round(s.p99, 2), unit: 'ms', budget: 50, p50_ms: s.p50 });
   }
 
-  await bareApp.close();
-  await app.close();
-  await services.runner.stop();
-  await services.store.close();
-  await db.close();
 }
 
-main().catch((err) => {
-  log(`contacts bench failed: ${(err as Error)?.stack ?? String(err)}`);
-  process.exit(1);
-});
+(process.argv[2] === 'serve' ? server() : main()).then(
+  () => {
+    if (process.argv[2] !== 'serve') process.exit(0);
+  },
+  (err) => {
+    log(`contacts bench failed: ${(err as Error)?.stack ?? String(err)}`);
+    process.exit(1);
+  },
+);

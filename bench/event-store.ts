@@ -72,7 +72,7 @@ async function main(): Promise<void> {
   const db = await benchDatabase('event_store');
   try {
     await db.pool.query('CREATE SCHEMA bench_raw; CREATE TABLE bench_raw.events (LIKE es.events INCLUDING ALL)');
-    const store = new PostgresEventStore(db.pool);
+    const store = new PostgresEventStore(db.storePool); // as wired in main.ts
 
     // warm-up
     await appendThroughStore(store, 10, 20, 'warm');

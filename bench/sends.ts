@@ -12,7 +12,6 @@
 //  3. Webhook ingress onto Kafka (signed POST /webhooks/provider, 10 statuses per request, 20 connections):
 //     requests/s, for information (no budget).
 // Stdout: JSON lines only; progress on stderr. BENCH_DURATION_S (default 15) sets the length of step 1.
-import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -24,7 +23,7 @@ import type { OutgoingRecord, RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
 import { PROVIDER_WEBHOOK_TOPIC, signWebhook, splitWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { startDeliveryConsumer } from '../src/workers/delivery-consumer';
-import { benchDatabase, benchFixture, benchServices, emit, log, round } from './support';
+import { benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, nextMessage, round } from './support';
 
 // autocannon ships no type declarations: the slice of its API this bench uses
 interface CannonResult {
@@ -175,34 +174,18 @@ async function startBroker(): Promise<{ brokers: string; stop(): Promise<void> }
   }
 }
 
-function nextMessage<T extends FromChild['type']>(child: ChildProcess, type: T): Promise<Extract<FromChild, { type: T }>> {
-  return new Promise((resolvePromise, reject) => {
-    const onMessage = (m: FromChild) => {
-      if (m.type === 'error') return done(() => reject(new Error(`server: ${m.message}`)));
-      if (m.type === type) done(() => resolvePromise(m as Extract<FromChild, { type: T }>));
-    };
-    const onExit = (code: number | null) => done(() => reject(new Error(`server exited (${code}) before '${type}'`)));
-    const done = (fn: () => void) => {
-      child.off('message', onMessage);
-      child.off('exit', onExit);
-      fn();
-    };
-    child.on('message', onMessage);
-    child.on('exit', onExit);
-  });
-}
-
 async function main(): Promise<void> {
-  const child = fork(__filename, ['serve'], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: [] });
+  const child = forkServer(__filename);
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
     child.send({ type: 'stop' } satisfies ToChild);
-    await nextMessage(child, 'stopped');
+    await nextMessage<FromChild, 'stopped'>(child, 'stopped');
+    await exited(child);
   };
   try {
-    const { url } = await nextMessage(child, 'ready');
+    const { url } = await nextMessage<FromChild, 'ready'>(child, 'ready');
     log(`sends bench: server ${url} (pid ${child.pid}), ${CONNECTIONS} connections, ${DURATION_S} s`);
     let n = 0;
     const body = () => JSON.stringify({
@@ -237,7 +220,7 @@ async function main(): Promise<void> {
     } else {
       try {
         child.send({ type: 'statuses', brokers: broker.brokers } satisfies ToChild);
-        const s = await nextMessage(child, 'statuses');
+        const s = await nextMessage<FromChild, 'statuses'>(child, 'statuses');
         log(`statuses: ${s.applied} of ${s.statuses} applied`);
         emit({
           bench: 'sends', metric: 'statuses_applied_per_s', value: round(s.perS), unit: 'statuses/s', budget: 5000, statuses: s.statuses, applied: s.applied,

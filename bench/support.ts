@@ -1,3 +1,4 @@
+import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,7 +43,7 @@ export const round = (n: number, digits = 1): number => Math.round(n * 10 ** dig
 export const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
 /** A Postgres for the bench: DATABASE_URL (a fresh database in it) or an embedded server in a temp dir. */
-export async function benchDatabase(name: string): Promise<{ url: string; pool: Pool; close(): Promise<void> }> {
+export async function benchDatabase(name: string): Promise<{ url: string; pool: Pool; storePool: Pool; close(): Promise<void> }> {
   const base = process.env.DATABASE_URL;
   let stopServer = async () => {};
   let dir: string | undefined;
@@ -63,11 +64,15 @@ export async function benchDatabase(name: string): Promise<{ url: string; pool: 
   u.pathname = `/${dbName}`;
   const url = u.toString();
   const pool = createPool(url, 20);
+  // as main.ts wires them: the event store on its own pool, with generic plans
+  const storePool = createPool(url, 16, { genericPlans: true });
   await migrate(pool);
   return {
     url,
     pool,
+    storePool,
     async close() {
+      await storePool.end();
       await pool.end();
       const a = createPool(serverUrl, 1);
       await a.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
@@ -87,7 +92,7 @@ export const BENCH_ANON_SECRET = 'bench-anonymization-secret-0123456789';
  * Not started: the bench calls `services.runner.start()` or `prepare()` itself.
  */
 export function benchServices(
-  db: { url: string; pool: Pool },
+  db: { url: string; pool: Pool; storePool: Pool },
   options: { env?: Record<string, string>; transport?: RecordTransport; provider?: MessagingProvider } = {},
 ): Services {
   const config = loadConfig({
@@ -98,7 +103,7 @@ export function benchServices(
     config,
     secrets: { anonymizationSecret: BENCH_ANON_SECRET, apiKeyPepper: BENCH_PEPPER },
     pool: db.pool,
-    store: new PostgresEventStore(db.pool),
+    store: new PostgresEventStore(db.storePool),
     transport: options.transport ?? new InProcessTransport(),
     logger: pino({ level: 'silent' }),
     provider: options.provider,
@@ -122,4 +127,45 @@ export function benchFixture(key: string, parts: { contactLists?: unknown[]; pho
     }],
     globalKeys: [],
   };
+}
+
+/**
+ * Forks the bench's own script with the argument `serve`: the server runs in the child, the load generator in this
+ * process, so they do not share an event loop (as clients and a server would not). Stdout stays the parent's (JSON
+ * lines only); the child's stderr is inherited. BENCH_SERVER_NODE_ARGS: node options for the server only (e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it).
+ */
+export function forkServer(file: string): ChildProcess {
+  const execArgv = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  return fork(file, ['serve'], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv });
+}
+
+/** The child's next message of this type; rejects on its `error` message or on its exit. */
+export function nextMessage<M extends { type: string }, T extends M['type']>(child: ChildProcess, type: T): Promise<Extract<M, { type: T }>> {
+  return new Promise((resolvePromise, reject) => {
+    const onMessage = (m: M & { message?: string }) => {
+      if (m.type === 'error') return done(() => reject(new Error(`server: ${m.message}`)));
+      if (m.type === type) done(() => resolvePromise(m as Extract<M, { type: T }>));
+    };
+    const onExit = (code: number | null) => done(() => reject(new Error(`server exited (${code}) before '${type}'`)));
+    const done = (fn: () => void) => {
+      child.off('message', onMessage);
+      child.off('exit', onExit);
+      fn();
+    };
+    child.on('message', onMessage);
+    child.on('exit', onExit);
+  });
+}
+
+/** Resolves when the child has exited, or after `ms` (a profiling child may take a moment to write its profile). */
+export function exited(child: ChildProcess, ms = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolvePromise) => {
+    const timer = setTimeout(resolvePromise, ms);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolvePromise();
+    });
+  });
 }

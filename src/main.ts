@@ -110,8 +110,10 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
       const { EsdbEventStore } = require('./adapters/event-store/esdb') as typeof import('./adapters/event-store/esdb');
       store = new EsdbEventStore({ connectionString: config.eventStore.url });
     } else {
-      const pg = new PostgresEventStore(pool);
-      store = pg;
+      // Its own pool: the event store's statements run on generic plans (see PoolOptions).
+      const storePool = createPool(databaseUrl, role === 'cli' ? 2 : 16, { genericPlans: true });
+      cleanups.push(() => storePool.end());
+      store = new PostgresEventStore(storePool);
     }
     cleanups.push(() => store.close());
 

@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { type EventStore, type Position, START } from '../ports/event-store';
 import { applyHandled, rebuildSchemaOf, type Projection } from './projection';
 import { createTables, lockKeyOf } from './store';
+import { analyzeSchema } from './statistics';
 import { withTransaction as inTx } from '../shared/tx';
 
 export interface RebuildProgress {
@@ -52,6 +53,8 @@ export async function rebuildProjection(
     };
 
     while (await replay(undefined));
+    // Fresh tables have no statistics yet: without them the swapped-in read model would be planned as empty.
+    await analyzeSchema(pool, next);
 
     await inTx(pool, async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lockKeyOf(p.name)]);

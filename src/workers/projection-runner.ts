@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+import { StatisticsKeeper } from '../projections/statistics';
 import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
 import { applyHandled, appliesTo, type Projection } from '../projections/projection';
 import { ensureProjection, lockKeyOf, readCheckpoint, readCheckpoints } from '../projections/store';
@@ -43,6 +44,11 @@ export class ProjectionRunner {
    * stored checkpoint is still `storedAt` (no other process advanced it meanwhile).
    */
   private readonly unpersisted = new Map<string, { storedAt: Position; readTo: Position; since: number }>();
+  /**
+   * A transaction opened for a projection's next batch by the commit of its previous one (same round trip), when
+   * the tail already held more events for it: the client, and what the opening statement returned.
+   */
+  private readonly preopened = new Map<string, { client: PoolClient; current: OpenedRow | undefined }>();
   /** the checkpoint each projection last stored, as this process knows it (verified under the lock) */
   private readonly stored = new Map<string, { position: Position; version: number }>();
   /** the log as far as this runner read it last (shared by the projections); `readEpoch` moves on every kick */
@@ -56,6 +62,7 @@ export class ProjectionRunner {
   private unsubscribe: (() => void) | undefined;
   private readonly batchSize: number;
   private readonly pollMs: number;
+  private readonly statistics: StatisticsKeeper;
 
   constructor(
     private readonly pool: Pool,
@@ -66,6 +73,8 @@ export class ProjectionRunner {
     this.batchSize = options.batchSize ?? 1000;
     this.pollMs = options.pollMs ?? 100;
     this.tail = new LogTail(this.batchSize, (a, b) => store.comparePositions(a, b));
+    // young read models keep current statistics (the event store's statements run on generic plans, see main.ts)
+    this.statistics = new StatisticsKeeper(pool, projections.map((p) => p.schema), { logger: options.logger });
     this.advanced.setMaxListeners(0);
     this.committed.setMaxListeners(0);
   }
@@ -80,14 +89,17 @@ export class ProjectionRunner {
     this.running = true;
     this.unsubscribe = this.store.onAppended(() => this.kick());
     for (const p of this.projections) this.loops.push(this.loop(p));
+    this.statistics.start();
   }
 
   async stop(): Promise<void> {
     this.running = false;
     this.unsubscribe?.();
+    await this.statistics.stop();
     this.kick();
     await Promise.allSettled(this.loops);
     this.loops.length = 0;
+    for (const name of [...this.preopened.keys()]) await this.discardPreopened(name).catch(() => undefined);
     await this.flushSkipped().catch((err) => this.options.logger?.warn({ err }, 'could not store skipped checkpoints'));
   }
 
@@ -168,6 +180,7 @@ export class ProjectionRunner {
         continue;
       }
       if (read > 0 && read >= this.batchSize) continue;
+      if (this.preopened.has(p.name)) continue; // the next batch's transaction is open: run it now
       if (this.kicked.delete(p.name)) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(finish, this.pollMs);
@@ -187,12 +200,14 @@ export class ProjectionRunner {
    * no transaction open, and shared by the projections that read from the same position at the same time (one
    * query for all of them, whatever their number). A batch with events to apply then runs in a transaction
    * holding the projection's lock, which re-checks that the checkpoint has not moved meanwhile and stores the new
-   * one with the read-model change: three round trips plus the projection's own statements.
+   * one with the read-model change: three round trips plus the projection's own statements (two when the previous
+   * batch's commit opened it).
    */
   async runBatch(p: Projection, retried = false): Promise<number> {
     this.kicked.delete(p.name);
     const cp = this.stored.get(p.name) ?? (await this.loadCheckpoint(p));
     if (cp.version !== p.version) {
+      await this.discardPreopened(p.name);
       await this.rebuildForNewVersion(p, cp.version);
       this.stored.delete(p.name);
       return 0;
@@ -205,6 +220,7 @@ export class ProjectionRunner {
     const handled = batch.events.some((e) => appliesTo(p, e));
     const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
     if (!handled && !overdue) {
+      await this.discardPreopened(p.name);
       // Nothing to apply: remember how far we read; the checkpoint is written with the next change (or soon).
       if (batch.events.length > 0) {
         this.unpersisted.set(p.name, { storedAt: cp.position, readTo: batch.nextPosition, since: sameWindow ? skipped.since : Date.now() });
@@ -219,19 +235,19 @@ export class ProjectionRunner {
     return applied === 'moved' ? (retried ? 0 : this.runBatch(p, true)) : applied;
   }
 
-  /** Applies a batch under the projection's lock: events applied, -1 when locked elsewhere, 'moved' when the checkpoint moved. */
+  /**
+   * Applies a batch under the projection's lock: events applied, -1 when locked elsewhere, 'moved' when the
+   * checkpoint moved. Three round trips (open, apply, commit), two when the previous commit opened this
+   * transaction already.
+   */
   private async commitBatch(p: Projection, cp: { position: Position; version: number }, batch: ReadAllBatch): Promise<number | 'moved'> {
-    const client = await this.pool.connect();
+    const pre = this.preopened.get(p.name);
+    this.preopened.delete(p.name);
+    const client = pre?.client ?? (await this.pool.connect());
+    let keep = false;
     try {
       const name = literal(p.name);
-      // Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
-      // from the log. No need to wait for the WAL flush (event appends themselves stay synchronous).
-      const opened = (await client.query(
-        `BEGIN; SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${p.schema}, public;
-         SELECT pg_try_advisory_xact_lock(hashtext(${literal(lockKeyOf(p.name))})) AS ok, position, version
-           FROM projections.checkpoints WHERE name = ${name}`,
-      )) as unknown as Array<{ rows: Array<{ ok: boolean; position: Position; version: number }> }>;
-      const current = opened[opened.length - 1].rows[0];
+      const current = pre ? pre.current : openedRow(await client.query(`BEGIN; ${openingStatement(p)}`));
       if (!current) throw new Error(`projection ${p.name} has no checkpoint row`);
       if (!current.ok) {
         await client.query('ROLLBACK');
@@ -249,10 +265,17 @@ export class ProjectionRunner {
       }
       this.unpersisted.delete(p.name);
       await applyHandled(p, client, batch.events);
-      await client.query(
+      // The tail already holds events for this projection after the batch: the commit opens the next batch's
+      // transaction in the same round trip (its lock is taken at once, so it is not held while idle).
+      const openNext = this.running && this.tail.hasAfter(batch.nextPosition, (e) => appliesTo(p, e));
+      const closed = await client.query(
         `UPDATE projections.checkpoints SET position = ${literal(batch.nextPosition)}, state = 'running', error = NULL, updated_at = now()
-          WHERE name = ${name}; COMMIT`,
+          WHERE name = ${name}; COMMIT${openNext ? `; BEGIN; ${openingStatement(p)}` : ''}`,
       );
+      if (openNext) {
+        this.preopened.set(p.name, { client, current: openedRow(closed) });
+        keep = true;
+      }
       this.stored.set(p.name, { position: batch.nextPosition, version: p.version });
       // Before waking read-your-writes waiters: in-process caches of this read model drop what they hold.
       if (batch.events.length > 0) this.committed.emit('committed', p.name, batch.events);
@@ -263,11 +286,25 @@ export class ProjectionRunner {
       if (this.advanced.listenerCount('advanced') > 0) this.kick();
       return batch.events.length;
     } catch (err) {
+      keep = false;
+      this.preopened.delete(p.name);
       await client.query('ROLLBACK').catch(() => undefined);
       this.stored.delete(p.name);
       throw err;
     } finally {
-      client.release();
+      if (!keep) client.release();
+    }
+  }
+
+  /** Ends a transaction opened for a batch that will not run (nothing to apply after all, a rebuild, a stop). */
+  private async discardPreopened(name: string): Promise<void> {
+    const pre = this.preopened.get(name);
+    if (!pre) return;
+    this.preopened.delete(name);
+    try {
+      await pre.client.query('ROLLBACK');
+    } finally {
+      pre.client.release();
     }
   }
 
@@ -357,6 +394,33 @@ export class ProjectionRunner {
 /** A SQL string literal (standard_conforming_strings): for the runner's own names and positions, never user input. */
 const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
 
+interface OpenedRow {
+  ok: boolean;
+  position: Position;
+  version: number;
+}
+
+/**
+ * The first statement of a batch's transaction: the projection's lock (without waiting), its stored checkpoint,
+ * and the transaction's settings, made by set_config(…, true) (transaction-local, as SET LOCAL) in the same
+ * statement. Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
+ * from the log, and the commit need not wait for the WAL flush (event appends themselves stay synchronous).
+ * Generic plans: a projection's statements are keyed writes whose plan does not depend on the values, and
+ * planning its larger set-form statements each time cost more than running them; their plans stay current, as
+ * the statistics keeper analyzes young tables as they grow and an ANALYZE re-plans.
+ */
+const openingStatement = (p: Projection): string =>
+  `SELECT pg_try_advisory_xact_lock(hashtext(${literal(lockKeyOf(p.name))})) AS ok, position, version,
+          set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
+          set_config('search_path', ${literal(`${p.schema}, public`)}, true)
+     FROM projections.checkpoints WHERE name = ${literal(p.name)}`;
+
+/** The opening statement's row, from the results of a multi-statement query that ends with it. */
+const openedRow = (results: unknown): OpenedRow | undefined => {
+  const all = results as Array<{ rows: OpenedRow[] }>;
+  return all[all.length - 1].rows[0];
+};
+
 /**
  * The most recent stretch of the log a runner read: events in order, contiguous from `start` (exclusive) to `end`,
  * as readAll returned them (so never past an event a late commit could still precede). Bounded: the oldest events
@@ -382,6 +446,15 @@ class LogTail {
 
   has(from: Position): boolean {
     return this.start !== undefined && (from === this.start || this.index.has(from));
+  }
+
+  /** Whether the tail holds an event after `from` that satisfies `test`. */
+  hasAfter(from: Position, test: (e: RecordedEvent) => boolean): boolean {
+    if (!this.has(from)) return false;
+    for (let i = from === this.start ? 0 : this.index.get(from)! + 1 - this.offset; i < this.events.length; i++) {
+      if (test(this.events[i])) return true;
+    }
+    return false;
   }
 
   after(from: Position, limit: number): ReadAllBatch {

@@ -18,9 +18,16 @@ import {
 /** Position = `${txId}:${seq}`; START = '' sorts before everything. */
 const encode = (txId: string, seq: string): Position => `${txId}:${seq}` as Position;
 
+/** `txId:seq`, both as Postgres prints a bigint (no sign, no leading zeros) */
+const POSITION = /^(0|[1-9]\d*):(0|[1-9]\d*)$/;
+
+/** Two non-negative integers written in decimal without leading zeros (as Postgres prints bigints). */
+const compareDecimals = (a: string, b: string): number =>
+  a.length !== b.length ? (a.length < b.length ? -1 : 1) : a === b ? 0 : a < b ? -1 : 1;
+
 function decode(p: Position): [bigint, bigint] {
   if (p === START) return [-1n, -1n];
-  const m = /^(\d+):(\d+)$/.exec(p);
+  const m = POSITION.exec(p);
   if (!m) throw new Error(`invalid position ${JSON.stringify(p)}`);
   return [BigInt(m[1]), BigInt(m[2])];
 }
@@ -334,11 +341,15 @@ export class PostgresEventStore implements EventStore {
     return Number(res.rows[0].n);
   }
 
+  // Hot (every read-your-writes waiter checks it on every batch): compares the decimal parts as strings, no BigInt.
   comparePositions(a: Position, b: Position): number {
-    const [at, as] = decode(a);
-    const [bt, bs] = decode(b);
-    if (at !== bt) return at < bt ? -1 : 1;
-    return as === bs ? 0 : as < bs ? -1 : 1;
+    if (a === b) return 0;
+    if (a === START) return -1;
+    if (b === START) return 1;
+    if (!POSITION.test(a) || !POSITION.test(b)) throw new Error(`invalid position ${JSON.stringify(POSITION.test(a) ? b : a)}`);
+    const i = a.indexOf(':');
+    const j = b.indexOf(':');
+    return compareDecimals(a.slice(0, i), b.slice(0, j)) || compareDecimals(a.slice(i + 1), b.slice(j + 1));
   }
 
   onAppended(listener: () => void): () => void {

@@ -69,10 +69,10 @@ export const sendsProjection: Projection = {
     const e = { type: event.type, data: event.data } as SendEvent | ProvisioningEvent;
     switch (e.type) {
       case 'TemplateSendRequested':
-        await insertRequests(tx, [e.data]);
+        await recordRequestsAndAcceptances(tx, [e.data], []);
         return;
       case 'TemplateSendAccepted':
-        await recordAcceptances(tx, [{ d: e.data, streamId: event.streamId }]);
+        await recordRequestsAndAcceptances(tx, [], [{ d: e.data, streamId: event.streamId }]);
         return;
       case 'TemplateSendRejected': {
         const d = e.data;
@@ -102,15 +102,15 @@ export const sendsProjection: Projection = {
     }
   },
   /**
-   * Sends' events in set form: the requests of the batch in one insert, the provider's answers in one update
-   * each, the statuses in rounds (the k-th status of every send of the batch in round k, one update per round,
+   * Sends' events in set form: the requests and provider answers of the batch in one statement, the statuses in
+   * rounds (the k-th status of every send of the batch in round k, one update per round,
    * so one send's statuses keep their order). A send's events follow its lifecycle (requested, then accepted or
    * rejected, then statuses), so applying each kind for every send before the next kind leaves the rows the
    * one-by-one `apply` leaves. Number events are applied one by one.
    */
   async applyBatch(tx, events) {
     const requested: Requested[] = [];
-    const accepted: Array<{ d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data']; streamId: string }> = [];
+    const accepted: Accepted[] = [];
     const rejected: RecordedEvent[] = [];
     const rounds: Array<Array<Extract<SendEvent, { type: 'DeliveryStatusRecorded' }>['data']>> = [];
     const statusesSeen = new Map<string, number>();
@@ -131,54 +131,64 @@ export const sendsProjection: Projection = {
       }
     }
     for (const event of others) await sendsProjection.apply(tx, event);
-    await insertRequests(tx, requested);
-    await recordAcceptances(tx, accepted);
+    await recordRequestsAndAcceptances(tx, requested, accepted);
     for (const event of rejected) await sendsProjection.apply(tx, event);
     for (const round of rounds) await recordStatuses(tx, round);
   },
 };
 
 type Requested = Extract<SendEvent, { type: 'TemplateSendRequested' }>['data'];
+type Accepted = { d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data']; streamId: string };
 
-async function insertRequests(tx: PoolClient, rows: Requested[]): Promise<void> {
-  if (rows.length === 0) return;
-  // ids are drawn only for new rows, in the batch's order (a redelivered request burns no id)
-  await queryNamed(tx, 'sends_insert_requests',
-    `INSERT INTO sends (send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
-                        recipient_phone, recipient_e164, variables, button_variables, requested_at)
-     SELECT u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
-            u.recipient_phone, u.recipient_e164, u.variables, u.button_variables, u.requested_at
-       FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[],
-                   $10::text[], $11::jsonb[], $12::jsonb[], $13::timestamptz[]) WITH ORDINALITY
-            AS u(send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
-                 recipient_phone, recipient_e164, variables, button_variables, requested_at, ord)
-      WHERE NOT EXISTS (SELECT 1 FROM sends s WHERE s.send_id = u.send_id)
-      ORDER BY u.ord`,
+/**
+ * Requests and provider answers in one statement. A request new to the table is inserted already answered when
+ * its answer is in the same batch (ids drawn in the batch's order; a redelivered request burns no id); an answer
+ * to a send requested earlier updates its pending row (the update sees the table as it was before this statement,
+ * so never a row the insert adds). The first answer of a send wins, as one by one: a later one finds it no longer
+ * pending. Every answer's provider message id is mapped to its send.
+ */
+async function recordRequestsAndAcceptances(tx: PoolClient, requests: Requested[], answers: Accepted[]): Promise<void> {
+  if (requests.length === 0 && answers.length === 0) return;
+  const firstAnswers = [...new Map([...answers].reverse().map((a) => [a.d.sendId, a])).values()];
+  await queryNamed(tx, 'sends_record_requests_and_acceptances',
+    `WITH u AS (
+       SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[],
+                            $10::text[], $11::jsonb[], $12::jsonb[], $13::timestamptz[]) WITH ORDINALITY
+         AS u(send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
+              recipient_phone, recipient_e164, variables, button_variables, requested_at, ord)
+     ), a AS (
+       SELECT * FROM unnest($14::text[], $15::text[], $16::timestamptz[]) AS a(send_id, pmid, at)
+     ), inserted AS (
+       INSERT INTO sends (send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
+                          recipient_phone, recipient_e164, variables, button_variables, requested_at,
+                          provider_message_id, was_successful, status, sent_at)
+       SELECT u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
+              u.recipient_phone, u.recipient_e164, u.variables, u.button_variables, u.requested_at,
+              a.pmid, CASE WHEN a.send_id IS NOT NULL THEN true END, CASE WHEN a.send_id IS NOT NULL THEN 'sent' ELSE 'pending' END, a.at
+         FROM u LEFT JOIN a ON a.send_id = u.send_id
+        WHERE NOT EXISTS (SELECT 1 FROM sends s WHERE s.send_id = u.send_id)
+        ORDER BY u.ord
+       RETURNING 1
+     ), updated AS (
+       UPDATE sends s SET provider_message_id = a.pmid, was_successful = true, error_message = NULL, status = 'sent', sent_at = a.at
+         FROM a
+        WHERE s.send_id = a.send_id AND s.status = 'pending'
+       RETURNING 1
+     ), mapped AS (
+       INSERT INTO provider_messages (provider_message_id, kind, stream_id, company_id)
+       SELECT * FROM unnest($17::text[], $18::text[], $19::text[], $20::int[])
+       ON CONFLICT (provider_message_id) DO NOTHING
+       RETURNING 1
+     )
+     SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM updated) AS updated, (SELECT count(*) FROM mapped) AS mapped`,
     [
-      rows.map((d) => d.sendId), rows.map((d) => d.companyId), rows.map((d) => d.numberId), rows.map((d) => d.phoneNumberId),
-      rows.map((d) => d.templateId), rows.map((d) => d.templateName), rows.map((d) => d.language), rows.map((d) => d.category),
-      rows.map((d) => d.recipientPhone), rows.map((d) => d.recipientE164), rows.map((d) => JSON.stringify(d.variables)),
-      rows.map((d) => JSON.stringify(d.buttonVariables)), rows.map((d) => d.requestedAt),
+      requests.map((d) => d.sendId), requests.map((d) => d.companyId), requests.map((d) => d.numberId), requests.map((d) => d.phoneNumberId),
+      requests.map((d) => d.templateId), requests.map((d) => d.templateName), requests.map((d) => d.language), requests.map((d) => d.category),
+      requests.map((d) => d.recipientPhone), requests.map((d) => d.recipientE164), requests.map((d) => JSON.stringify(d.variables)),
+      requests.map((d) => JSON.stringify(d.buttonVariables)), requests.map((d) => d.requestedAt),
+      firstAnswers.map((a) => a.d.sendId), firstAnswers.map((a) => a.d.providerMessageId), firstAnswers.map((a) => a.d.acceptedAt),
+      answers.map((a) => a.d.providerMessageId), answers.map(() => 'send'), answers.map((a) => a.streamId), answers.map((a) => a.d.companyId),
     ],
-  );
-}
-
-async function recordAcceptances(
-  tx: PoolClient,
-  rows: Array<{ d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data']; streamId: string }>,
-): Promise<void> {
-  if (rows.length === 0) return;
-  await queryNamed(tx, 'sends_record_acceptances',
-    `UPDATE sends s SET provider_message_id = u.pmid, was_successful = true, error_message = NULL, status = 'sent', sent_at = u.at
-       FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(send_id, pmid, at)
-      WHERE s.send_id = u.send_id AND s.status = 'pending'`,
-    [rows.map((r) => r.d.sendId), rows.map((r) => r.d.providerMessageId), rows.map((r) => r.d.acceptedAt)],
-  );
-  await queryNamed(tx, 'sends_insert_provider_messages',
-    `INSERT INTO provider_messages (provider_message_id, kind, stream_id, company_id)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[])
-     ON CONFLICT (provider_message_id) DO NOTHING`,
-    [rows.map((r) => r.d.providerMessageId), rows.map(() => 'send'), rows.map((r) => r.streamId), rows.map((r) => r.d.companyId)],
   );
 }
 

@@ -5,9 +5,10 @@ export interface StatisticsLogger {
 }
 
 /**
- * Tables of these schemas that were never analyzed or changed more than their size since, once at least
- * `minChanges`, with their indexed columns (the ones lookups and joins filter on: analyzing only them keeps an
- * ANALYZE of a table with large json columns cheap).
+ * Tables of these schemas that grew by more than their size at their last analysis (pg_class.reltuples; -1 when
+ * never analyzed) plus `minChanges` rows, with their indexed columns: the ones lookups and joins filter on. Analyzing
+ * only them keeps an ANALYZE of a table with large json columns cheap. (Growth, not pg_stat's changes since the last
+ * analysis: an ANALYZE of some columns does not reset that counter.)
  */
 const OUTDATED_SQL = `
 SELECT format('%I.%I', s.schemaname, s.relname) AS name,
@@ -16,7 +17,7 @@ SELECT format('%I.%I', s.schemaname, s.relname) AS name,
          WHERE i.indrelid = s.relid) AS columns
   FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
  WHERE s.schemaname = ANY($1::text[])
-   AND s.n_mod_since_analyze >= GREATEST(c.reltuples, 0) + $2`;
+   AND s.n_live_tup - GREATEST(c.reltuples, 0) >= GREATEST(c.reltuples, 0) + $2`;
 
 /** Analyzes every table of a schema (a rebuilt read model before it goes live). */
 export async function analyzeSchema(pool: Pool, schema: string): Promise<void> {
@@ -32,7 +33,7 @@ export async function analyzeSchema(pool: Pool, schema: string): Promise<void> {
  * but looks only once a minute (autovacuum_naptime): a read model or event table that grows from empty meanwhile
  * keeps the plans made when it was tiny (a prepared statement's generic plan is only re-made after an ANALYZE),
  * and a sequential scan chosen for ten rows then reads thousands on every batch. This looks every `intervalMs` and
- * analyzes the tables that at least doubled since their last analysis; a grown table (changes far below its size)
+ * analyzes the tables that more than doubled since their last analysis; a grown table (growth far below its size)
  * is left to autovacuum.
  */
 export class StatisticsKeeper {

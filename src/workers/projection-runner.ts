@@ -401,24 +401,29 @@ interface OpenedRow {
 }
 
 /**
- * The first statement of a batch's transaction: the projection's lock (without waiting), its stored checkpoint,
- * and the transaction's settings, made by set_config(…, true) (transaction-local, as SET LOCAL) in the same
- * statement. Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
+ * The first statements of a batch's transaction: the projection's lock (without waiting) with the transaction's
+ * settings, made by set_config(…, true) (transaction-local, as SET LOCAL) in the same statement; then its stored
+ * checkpoint. Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
  * from the log, and the commit need not wait for the WAL flush (event appends themselves stay synchronous).
  * Generic plans: a projection's statements are keyed writes whose plan does not depend on the values, and
  * planning its larger set-form statements each time cost more than running them; their plans stay current, as
  * the statistics keeper analyzes young tables as they grow and an ANALYZE re-plans.
  */
 const openingStatement = (p: Projection): string =>
-  `SELECT pg_try_advisory_xact_lock(hashtext(${literal(lockKeyOf(p.name))})) AS ok, position, version,
+  `SELECT pg_try_advisory_xact_lock(hashtext(${literal(lockKeyOf(p.name))})) AS ok,
           set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
-          set_config('search_path', ${literal(`${p.schema}, public`)}, true)
-     FROM projections.checkpoints WHERE name = ${literal(p.name)}`;
+          set_config('search_path', ${literal(`${p.schema}, public`)}, true);
+   SELECT position, version FROM projections.checkpoints WHERE name = ${literal(p.name)}`;
+// The checkpoint is read by a statement of its own, after the lock is held: read committed takes a statement's
+// snapshot when it starts, so a read in the locking statement could miss a batch another process committed while
+// this one waited for the lock, and apply that batch again.
 
-/** The opening statement's row, from the results of a multi-statement query that ends with it. */
+/** What the opening statements returned, from the results of a multi-statement query that ends with them. */
 const openedRow = (results: unknown): OpenedRow | undefined => {
-  const all = results as Array<{ rows: OpenedRow[] }>;
-  return all[all.length - 1].rows[0];
+  const all = results as Array<{ rows: Array<Record<string, unknown>> }>;
+  const lock = all[all.length - 2].rows[0];
+  const checkpoint = all[all.length - 1].rows[0];
+  return lock && checkpoint ? { ok: lock.ok as boolean, position: checkpoint.position as Position, version: checkpoint.version as number } : undefined;
 };
 
 /**

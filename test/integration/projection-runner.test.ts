@@ -19,11 +19,11 @@ const ev = (type: string, data: unknown): EventToAppend => {
 };
 
 /** A non-idempotent test projection: counting proves each event is applied exactly once. */
-function tallyProjection(opts: { failOnce?: string } = {}): Projection & { failed: boolean } {
+function tallyProjection(opts: { failOnce?: string; name?: string } = {}): Projection & { failed: boolean } {
   const p = {
-    name: 'tally',
+    name: opts.name ?? 'tally',
     version: 1,
-    schema: 'rm_tally',
+    schema: `rm_${opts.name ?? 'tally'}`,
     handles: ['Counted'],
     failed: false,
     ddl: 'CREATE TABLE IF NOT EXISTS counts (stream text PRIMARY KEY, n integer NOT NULL)',
@@ -99,6 +99,43 @@ describe('projection runner', () => {
       for (const r of runners) await r.stop();
       for (const p of pools) await p.end();
     }
+  });
+
+  it("a batch's commit opens the next batch's transaction when more events wait: each applied once, nothing left open", async () => {
+    let last = '';
+    for (let i = 0; i < 60; i++) last = (await store.append(`p-${i % 3}`, [ev('Counted', { tag: String(i) })], 'any')).position;
+    const pool = createPool(db.url, 5);
+    const sent: string[] = [];
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      client.query = ((...args: unknown[]) => {
+        if (typeof args[0] === 'string') sent.push(args[0]);
+        return query(...args);
+      }) as typeof client.query;
+    });
+    // two projections reading the same tail: each finds it extended by the other's reads after some of its batches
+    const runner = new ProjectionRunner(pool, new PostgresEventStore(pool), [tallyProjection(), tallyProjection({ name: 'tally_too' })], { batchSize: 3, pollMs: 20 });
+    const openTransactions = async () =>
+      Number((await db.pool.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`)).rows[0].n);
+    try {
+      await runner.start();
+      await runner.waitFor(last as never);
+      expect(await counts(db)).toEqual({ 'p-0': 20, 'p-1': 20, 'p-2': 20 });
+      const tooCounts = await db.pool.query<{ stream: string; n: number }>('SELECT stream, n FROM rm_tally_too.counts ORDER BY stream');
+      expect(tooCounts.rows).toEqual([{ stream: 'p-0', n: 20 }, { stream: 'p-1', n: 20 }, { stream: 'p-2', n: 20 }]);
+      const commits = sent.filter((q) => q.startsWith('UPDATE projections.checkpoints SET position') && q.includes('COMMIT'));
+      const openedAlone = sent.filter((q) => /^BEGIN;/.test(q));
+      const openedByCommit = commits.filter((q) => q.includes('COMMIT; BEGIN;'));
+      expect(commits).toHaveLength(40); // 60 events, 3 per batch, two projections
+      expect(openedByCommit.length).toBeGreaterThan(0);
+      expect(openedAlone.length + openedByCommit.length).toBe(40 + sent.filter((q) => q === 'ROLLBACK').length);
+      expect(await openTransactions()).toBe(0); // the last batch opened no next one
+      expect((await db.pool.query(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'`)).rows[0].n).toBe('0');
+    } finally {
+      await runner.stop();
+      await pool.end();
+    }
+    expect(await openTransactions()).toBe(0);
   });
 
   it('waitFor resolves once the read model shows the write (read-your-writes)', async () => {

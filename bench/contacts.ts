@@ -12,7 +12,7 @@ import { upsertContact } from '../src/commands/contact/handler';
 import { parseUpsertBody } from '../src/commands/contact/upsert-input';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, nextMessage, round } from './support';
+import { benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
 
 // autocannon ships no type declarations: the slice of its result this bench reads
 interface CannonResult {
@@ -131,7 +131,6 @@ async function measure(url: string, bareUrl: string): Promise<void> {
   // the medians are reported (the ratio compares medians measured side by side).
   const rounds = (names: string[]) => Object.fromEntries(names.map((n) => [n, [] as CannonResult[]]));
   const rate = (r: CannonResult) => r['2xx'] / (r.duration || DURATION_S);
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const summary = (name: string, rs: CannonResult[]) => {
     const rates = rs.map(rate);
     const p99s = rs.map((r) => r.latency.p99);

@@ -40,6 +40,9 @@ export function emit(line: BenchLine): void {
 
 export const round = (n: number, digits = 1): number => Math.round(n * 10 ** digits) / 10 ** digits;
 
+/** The median of repeated measurements (the upper one of an even count). */
+export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
 export const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
 /** A Postgres for the bench: DATABASE_URL (a fresh database in it) or an embedded server in a temp dir. */

@@ -135,14 +135,21 @@ export class ProjectionRunner {
         throw new ReadModelTimeoutError(`read models ${behind.map((p) => p.name).join(', ')} did not reach ${position} in time`);
       }
       const elsewhere = !this.running || behind.some((p) => this.lockedElsewhere.has(p.name));
+      // Woken on every projection's advance: only a check (no new timer and listener each time), done once all
+      // the projections it waits for have passed, or at the timer (to look at the deadline and at other processes).
       await new Promise<void>((resolve) => {
+        let waiting = behind;
+        const check = () => {
+          waiting = waiting.filter((p) => !this.hasPassed(p.name, position));
+          if (waiting.length === 0) done();
+        };
         const done = () => {
           clearTimeout(timer);
-          this.advanced.off('advanced', done);
+          this.advanced.off('advanced', check);
           resolve();
         };
         const timer = setTimeout(done, elsewhere ? 10 : 100);
-        this.advanced.on('advanced', done);
+        this.advanced.on('advanced', check);
       });
       if (elsewhere) {
         for (const cp of await readCheckpoints(this.pool)) this.positions.set(cp.name, cp.position);

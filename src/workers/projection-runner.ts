@@ -57,6 +57,7 @@ export class ProjectionRunner {
   private readEpoch = 0;
   /** projections kicked while a batch was running: they look again before sleeping */
   private readonly kicked = new Set<string>();
+  private wakeScheduled = false;
   private readonly loops: Promise<void>[] = [];
   private running = false;
   private unsubscribe: (() => void) | undefined;
@@ -121,7 +122,14 @@ export class ProjectionRunner {
   kick(): void {
     this.readEpoch++;
     for (const p of this.projections) this.kicked.add(p.name);
-    for (const wake of this.wakers.values()) wake();
+    // Sleeping loops are woken once per turn of the event loop, after its I/O callbacks: the appends that
+    // completed in the same turn wake each loop once, not once each.
+    if (this.wakeScheduled || this.wakers.size === 0) return;
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      for (const wake of this.wakers.values()) wake();
+    });
   }
 
   /** Read-your-writes: resolves once every given projection has applied everything up to `position`. */

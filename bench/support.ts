@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { startEmbeddedPostgres } from '../src/adapters/postgres/embedded';
 import { migrate } from '../src/adapters/postgres/migrations';
-import { createPool } from '../src/adapters/postgres/pool';
+import { createEventStorePool, createPool } from '../src/adapters/postgres/pool';
 import pino from 'pino';
 import { PostgresEventStore } from '../src/adapters/event-store/postgres';
 import { InProcessTransport } from '../src/adapters/in-process/transport';
@@ -67,8 +67,7 @@ export async function benchDatabase(name: string): Promise<{ url: string; pool: 
   u.pathname = `/${dbName}`;
   const url = u.toString();
   const pool = createPool(url, 20);
-  // as main.ts wires them: the event store on its own pool, with generic plans
-  const storePool = createPool(url, 16, { genericPlans: true });
+  const storePool = createEventStorePool(url); // as main.ts wires it
   await migrate(pool);
   return {
     url,

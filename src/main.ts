@@ -9,7 +9,7 @@ import { PostgresEventStore } from './adapters/event-store/postgres';
 import { InProcessTransport } from './adapters/in-process/transport';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './adapters/postgres/embedded';
 import { migrate } from './adapters/postgres/migrations';
-import { createPool } from './adapters/postgres/pool';
+import { createEventStorePool, createPool } from './adapters/postgres/pool';
 import { createProvider } from './adapters/provider';
 import { createEventRegistry } from './events/catalogue';
 import { ValidatingEventStore } from './events/validating-store';
@@ -111,7 +111,7 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
       store = new EsdbEventStore({ connectionString: config.eventStore.url });
     } else {
       // Its own pool: the event store's statements run on generic plans (see PoolOptions).
-      const storePool = createPool(databaseUrl, role === 'cli' ? 2 : 16, { genericPlans: true });
+      const storePool = role === 'cli' ? createEventStorePool(databaseUrl, 2) : createEventStorePool(databaseUrl);
       cleanups.push(() => storePool.end());
       store = new PostgresEventStore(storePool);
     }

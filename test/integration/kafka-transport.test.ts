@@ -47,6 +47,26 @@ d('KafkaTransport (real broker)', () => {
     return t;
   };
   const kafka = () => new Kafka({ clientId: 'switchboard-test-inspector', brokers: brokers(), logLevel: logLevel.NOTHING });
+  /** The first `count` records of `<topic>.dlq`, as they landed there (key, value, headers). */
+  const readDeadLetters = async (topic: string, groupId: string, count: number) => {
+    const dlq: Array<{ key: string | null; value: string | null; headers: Record<string, string> }> = [];
+    const reader = kafka().consumer({ groupId: `${groupId}-dlq-reader`, maxWaitTimeInMs: 200 });
+    await reader.connect();
+    try {
+      await reader.subscribe({ topic: `${topic}.dlq`, fromBeginning: true });
+      await reader.run({
+        eachMessage: async ({ message }) => {
+          const headers: Record<string, string> = {};
+          for (const [k, v] of Object.entries(message.headers ?? {})) headers[k] = String(v);
+          dlq.push({ key: message.key?.toString() ?? null, value: message.value?.toString() ?? null, headers });
+        },
+      });
+      await waitFor('the DLQ records', () => dlq.length === count);
+    } finally {
+      await reader.disconnect();
+    }
+    return dlq;
+  };
   /** A value that is not JSON at all, written by some other producer. */
   const publishNotJson = async (topic: string) => {
     const raw = kafka().producer();
@@ -248,22 +268,7 @@ d('KafkaTransport (real broker)', () => {
     ]);
 
     // what landed in the dead-letter topic: the original records, byte for byte, with the reason
-    const dlq: Array<{ key: string | null; value: string | null; headers: Record<string, string> }> = [];
-    const reader = kafka().consumer({ groupId: `${groupId}-dlq-reader`, maxWaitTimeInMs: 200 });
-    await reader.connect();
-    try {
-      await reader.subscribe({ topic: `${topic}.dlq`, fromBeginning: true });
-      await reader.run({
-        eachMessage: async ({ message }) => {
-          const headers: Record<string, string> = {};
-          for (const [k, v] of Object.entries(message.headers ?? {})) headers[k] = String(v);
-          dlq.push({ key: message.key?.toString() ?? null, value: message.value?.toString() ?? null, headers });
-        },
-      });
-      await waitFor('the DLQ records', () => dlq.length === 2);
-    } finally {
-      await reader.disconnect();
-    }
+    const dlq = await readDeadLetters(topic, groupId, 2);
     expect(dlq[0]).toEqual({
       key: 'same',
       value: JSON.stringify({ n: 1 }),
@@ -504,22 +509,7 @@ d('KafkaTransport (real broker)', () => {
       expect(deadLettered).toHaveLength(2);
       expect(deadLettered.map((d) => d.reason)).toEqual(expect.arrayContaining(['status of an unknown message', expect.stringMatching(/^value is not JSON/)]));
 
-      const dlq: Array<{ value: string | null; headers: Record<string, string> }> = [];
-      const reader = kafka().consumer({ groupId: `${groupId}-dlq-reader`, maxWaitTimeInMs: 200 });
-      await reader.connect();
-      try {
-        await reader.subscribe({ topic: `${topic}.dlq`, fromBeginning: true });
-        await reader.run({
-          eachMessage: async ({ message }) => {
-            const headers: Record<string, string> = {};
-            for (const [k, v] of Object.entries(message.headers ?? {})) headers[k] = String(v);
-            dlq.push({ value: message.value?.toString() ?? null, headers });
-          },
-        });
-        await waitFor('the DLQ records', () => dlq.length === 2);
-      } finally {
-        await reader.disconnect();
-      }
+      const dlq = await readDeadLetters(topic, groupId, 2);
       const byValue = new Map(dlq.map((d) => [d.value, d.headers]));
       expect(byValue.get(JSON.stringify({ n: 1 }))).toEqual({
         'x-trace': 't1',

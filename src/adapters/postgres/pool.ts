@@ -28,3 +28,8 @@ export function createPool(url: string, max = 10, options: PoolOptions = {}): Po
 }
 
 export { withTransaction } from '../../shared/tx';
+
+/** The event store's pool, as the composition root wires it: its own connections, generic plans. */
+export function createEventStorePool(url: string, max = 16): Pool {
+  return createPool(url, max, { genericPlans: true });
+}

@@ -6,7 +6,7 @@ export interface StatisticsLogger {
 
 /**
  * Tables of these schemas that grew by more than their size at their last analysis (pg_class.reltuples; -1 when
- * never analyzed) plus `minChanges` rows, with their indexed columns: the ones lookups and joins filter on. Analyzing
+ * never analyzed) plus `minGrowth` rows, with their indexed columns: the ones lookups and joins filter on. Analyzing
  * only them keeps an ANALYZE of a table with large json columns cheap. (Growth, not pg_stat's changes since the last
  * analysis: an ANALYZE of some columns does not reset that counter.)
  */
@@ -43,13 +43,16 @@ export class StatisticsKeeper {
   constructor(
     private readonly pool: Pool,
     private readonly schemas: readonly string[],
-    private readonly options: { intervalMs?: number; minChanges?: number; logger?: StatisticsLogger } = {},
+    private readonly options: { intervalMs?: number; minGrowth?: number; logger?: StatisticsLogger } = {},
   ) {}
 
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(() => {
-      if (!this.running) this.running = this.refresh().then(() => undefined, (err) => this.options.logger?.warn({ err }, 'could not refresh table statistics')).finally(() => (this.running = undefined));
+      if (this.running) return;
+      this.running = this.refresh()
+        .then(() => undefined, (err) => this.options.logger?.warn({ err }, 'could not refresh table statistics'))
+        .finally(() => (this.running = undefined));
     }, this.options.intervalMs ?? 2000);
     this.timer.unref();
   }
@@ -62,7 +65,7 @@ export class StatisticsKeeper {
 
   /** Analyzes the outdated tables now: their names. */
   async refresh(): Promise<string[]> {
-    const outdated = await this.pool.query<{ name: string; columns: string | null }>(OUTDATED_SQL, [this.schemas, this.options.minChanges ?? 1000]);
+    const outdated = await this.pool.query<{ name: string; columns: string | null }>(OUTDATED_SQL, [this.schemas, this.options.minGrowth ?? 1000]);
     // SKIP_LOCKED: a table being dropped or swapped by a rebuild is skipped, not waited for.
     if (outdated.rows.length > 0) {
       await this.pool.query(`ANALYZE (SKIP_LOCKED) ${outdated.rows.map((r) => (r.columns ? `${r.name} (${r.columns})` : r.name)).join(', ')}`);

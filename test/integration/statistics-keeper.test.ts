@@ -31,7 +31,7 @@ describe('statistics of young tables', () => {
   afterAll(() => db?.drop());
 
   it('analyzes a table of its schemas once it has grown past the minimum, then again only when it has more than doubled', async () => {
-    const keeper = new StatisticsKeeper(db.pool, ['rm_young'], { minChanges: 1000 });
+    const keeper = new StatisticsKeeper(db.pool, ['rm_young'], { minGrowth: 1000 });
     await grow(db, 'rm_young.items', 500);
     expect(await keeper.refresh()).toEqual([]); // below the minimum: left alone
     expect(await analyzedAt(db, 'rm_young', 'items')).toBeNull();
@@ -57,7 +57,7 @@ describe('statistics of young tables', () => {
 
   it('runs on its own while started, and stops', async () => {
     await db.pool.query('CREATE SCHEMA rm_timed; CREATE TABLE rm_timed.items (k integer PRIMARY KEY, doc jsonb NOT NULL)');
-    const keeper = new StatisticsKeeper(db.pool, ['rm_timed'], { intervalMs: 20, minChanges: 100 });
+    const keeper = new StatisticsKeeper(db.pool, ['rm_timed'], { intervalMs: 20, minGrowth: 100 });
     keeper.start();
     try {
       await grow(db, 'rm_timed.items', 200);

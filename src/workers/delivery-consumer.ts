@@ -21,7 +21,8 @@
 import type { Services } from '../services';
 import { DomainError, fold } from '../commands/decider';
 import { baseMetadata } from '../commands/handle';
-import { conversationStreamId, inboundProviderMessage } from '../commands/send/conversation';
+import { inboundProviderMessage } from '../commands/send/conversation';
+import { conversationStreamId } from '../commands/conversation/decider';
 import { type ProviderStatus, type SendCommand, sendDecider, type SendState } from '../commands/send/decider';
 import { deterministicUuid } from '../commands/send/ids';
 import type { SendEvent } from '../events/sends';

@@ -1,52 +1,8 @@
-// Pure builders of the MessageRecorded events the sends feature contributes to the chat history: the
-// outbound template message of every accepted send, and the inbound messages of provider webhooks.
-// Conversation of the provider channel: `msgapp-{phone_number_id}-{contact digits}` (deterministic, so a
-// template and the contact's replies on that number share one conversation).
-import type { ConversationEvent } from '../../events/conversations';
+// Pure builders of the inbound messages of provider webhooks for the chat history (the outbound template
+// message of a send is built by src/events/template-messages.ts, shared with bulk sends).
+import { emptyExtras, type MessageRecordedData, providerConversationId } from '../../events/template-messages';
 
-export type MessageRecordedData = Extract<ConversationEvent, { type: 'MessageRecorded' }>['data'];
 type ContentType = MessageRecordedData['content']['type'];
-
-export const providerConversationId = (phoneNumberId: string, contactE164: string): string =>
-  `msgapp-${phoneNumberId}-${contactE164.replace(/^\+/, '')}`;
-
-export const conversationStreamId = (companyId: number, conversationId: string): string => `conversation-${companyId}-${conversationId}`;
-
-const emptyExtras = (): Pick<MessageRecordedData, 'classifications' | 'extractions' | 'toolCalls' | 'traceId'> => ({
-  classifications: [], extractions: [], toolCalls: [], traceId: null,
-});
-
-/** The outbound message of an accepted template send (content `notification_template`, author `system`). */
-export function outboundTemplateMessage(send: {
-  companyId: number;
-  phoneNumberId: string;
-  templateName: string;
-  language: string;
-  recipientE164: string;
-  variables: Record<string, unknown>;
-  providerMessageId: string;
-  at: string;
-}): MessageRecordedData {
-  const shown = Object.entries(send.variables).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
-  return {
-    companyId: send.companyId,
-    messageId: send.providerMessageId,
-    conversationId: providerConversationId(send.phoneNumberId, send.recipientE164),
-    occurredAt: send.at,
-    channel: 'PROVIDER_MSGAPP',
-    direction: 'outbound',
-    author: { type: 'system' },
-    contactPhone: send.recipientE164,
-    content: {
-      type: 'notification_template',
-      text: `[template ${send.templateName} (${send.language})]${shown.length ? ` ${shown.join(', ')}` : ''}`,
-      mediaUrl: null,
-      mediaMime: null,
-    },
-    replyToMessageId: null,
-    ...emptyExtras(),
-  };
-}
 
 const isObject = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const s = (v: unknown): string => (typeof v === 'string' ? v : '');

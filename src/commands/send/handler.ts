@@ -15,7 +15,8 @@ import { DomainError } from '../decider';
 import { baseMetadata, type CommandContext } from '../handle';
 import { sendCatalogOf } from './catalog';
 import { buildComponents, type FieldMessages, type TemplateShape } from './components';
-import { conversationStreamId, outboundTemplateMessage } from './conversation';
+import { outboundTemplateMessage } from '../../events/template-messages';
+import { conversationStreamId } from '../conversation/decider';
 import { type SendCommand, sendDecider, sendStreamId, type SendState } from './decider';
 import { deterministicUuid } from './ids';
 

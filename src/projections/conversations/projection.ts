@@ -3,6 +3,8 @@ import type { Projection } from '../projection';
 import { queryNamed } from '../../shared/tx';
 import type { ConversationEvent } from '../../events/conversations';
 import type { ProvisioningEvent } from '../../events/provisioning';
+import type { BulkEvent, BulkEventData } from '../../events/bulk';
+import { outboundTemplateMessage } from '../../events/template-messages';
 
 // Read model `conversations` (schema rm_conversations): the export rows of chat messages with their REAL ids
 // (anonymization happens on the way out, src/http/routes/export.ts), reply stats per contact phone, and the
@@ -15,13 +17,19 @@ import type { ProvisioningEvent } from '../../events/provisioning';
 
 export const CONVERSATIONS_SCHEMA = 'rm_conversations';
 
-type Handled = ConversationEvent | Extract<ProvisioningEvent, { type: 'CompanyRegistered' | 'AgentRegistered' | 'AgentChanged' | 'OperatorRegistered' | 'OperatorChanged' }>;
+type Handled =
+  | ConversationEvent
+  | Extract<ProvisioningEvent, { type: 'CompanyRegistered' | 'AgentRegistered' | 'AgentChanged' | 'OperatorRegistered' | 'OperatorChanged' }>
+  | Extract<BulkEvent, { type: 'BulkRecipientsAdded' | 'BulkSendCreated' | 'BulkRecipientsDispatched' | 'BulkRecipientsRejected' }>;
 
 export const conversationsProjection: Projection = {
   name: 'conversations',
-  version: 1,
+  version: 2,
   schema: CONVERSATIONS_SCHEMA,
-  handles: ['CompanyRegistered', 'AgentRegistered', 'AgentChanged', 'OperatorRegistered', 'OperatorChanged', 'MessageRecorded', 'MessageDeleted'],
+  handles: [
+    'CompanyRegistered', 'AgentRegistered', 'AgentChanged', 'OperatorRegistered', 'OperatorChanged', 'MessageRecorded', 'MessageDeleted',
+    'BulkRecipientsAdded', 'BulkSendCreated', 'BulkRecipientsDispatched', 'BulkRecipientsRejected',
+  ],
   ddl: `
     CREATE TABLE IF NOT EXISTS companies (
       company_id integer PRIMARY KEY
@@ -77,6 +85,19 @@ export const conversationsProjection: Projection = {
       last_reply_at  timestamptz NOT NULL,
       inbound_count  integer     NOT NULL,
       PRIMARY KEY (company_id, contact_phone)
+    );
+    CREATE TABLE IF NOT EXISTS bulk_templates (
+      bulk_id         uuid    PRIMARY KEY,
+      company_id      integer NOT NULL,
+      phone_number_id text    NOT NULL,
+      template_name   text    NOT NULL,
+      language        text    NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS bulk_pending (
+      bulk_id   uuid    NOT NULL,
+      idx       integer NOT NULL,
+      variables jsonb   NOT NULL,
+      PRIMARY KEY (bulk_id, idx)
     );`,
   async apply(tx, event) {
     const e = { type: event.type, data: event.data } as Handled;
@@ -117,6 +138,31 @@ export const conversationsProjection: Projection = {
           [e.data.companyId, e.data.messageId, e.data.conversationId],
         );
         return;
+      case 'BulkRecipientsAdded':
+        // Every chunk precedes its BulkSendCreated in the log: a chunk seen after it is a redelivery, whose
+        // recipients may have had their outcome already.
+        await tx.query(
+          `INSERT INTO bulk_pending (bulk_id, idx, variables)
+           SELECT $1, r.idx, r.variables FROM jsonb_to_recordset($2::jsonb) AS r(idx integer, variables jsonb)
+            WHERE NOT EXISTS (SELECT 1 FROM bulk_templates WHERE bulk_id = $1)
+           ON CONFLICT DO NOTHING`,
+          [e.data.bulkId, JSON.stringify(e.data.recipients.map((r) => ({ idx: r.index, variables: r.variables })))],
+        );
+        return;
+      case 'BulkSendCreated':
+        await tx.query(
+          `INSERT INTO bulk_templates (bulk_id, company_id, phone_number_id, template_name, language) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT DO NOTHING`,
+          [e.data.bulkId, e.data.companyId, e.data.phoneNumberId, e.data.templateName, e.data.language],
+        );
+        return;
+      case 'BulkRecipientsDispatched':
+        await insertMessages(tx, await bulkOutboundMessages(tx, e.data));
+        await forgetBulkRecipients(tx, e.data.bulkId, e.data.recipients);
+        return;
+      case 'BulkRecipientsRejected':
+        await forgetBulkRecipients(tx, e.data.bulkId, e.data.recipients);
+        return;
     }
   },
   /**
@@ -143,6 +189,29 @@ export const conversationsProjection: Projection = {
 
 type MessageRecordedData = Extract<ConversationEvent, { type: 'MessageRecorded' }>['data'];
 
+/** The outbound messages of the dispatched recipients still pending here (none again for a redelivered event). */
+async function bulkOutboundMessages(tx: PoolClient, d: BulkEventData<'BulkRecipientsDispatched'>): Promise<MessageRecordedData[]> {
+  const { rows } = await tx.query<{ idx: number; variables: Record<string, unknown>; phone_number_id: string; template_name: string; language: string }>(
+    `SELECT p.idx, p.variables, t.phone_number_id, t.template_name, t.language
+       FROM bulk_pending p JOIN bulk_templates t ON t.bulk_id = p.bulk_id
+      WHERE p.bulk_id = $1 AND p.idx = ANY($2::int[])`,
+    [d.bulkId, d.recipients.map((r) => r.index)],
+  );
+  const pending = new Map(rows.map((r) => [r.idx, r]));
+  return d.recipients.flatMap((r) => {
+    const p = pending.get(r.index);
+    if (!p) return [];
+    return [outboundTemplateMessage({
+      companyId: d.companyId, phoneNumberId: p.phone_number_id, templateName: p.template_name, language: p.language,
+      recipientE164: r.recipientE164, variables: p.variables, providerMessageId: r.providerMessageId, at: r.at,
+    })];
+  });
+}
+
+async function forgetBulkRecipients(tx: PoolClient, bulkId: string, recipients: readonly { index: number }[]): Promise<void> {
+  await tx.query('DELETE FROM bulk_pending WHERE bulk_id = $1 AND idx = ANY($2::int[])', [bulkId, recipients.map((r) => r.index)]);
+}
+
 /** The values of a message row, in the column order of the insert below. */
 function messageRow(d: MessageRecordedData): unknown[] {
   return [
@@ -165,6 +234,7 @@ const MESSAGE_COLUMN_TYPES = [
 ];
 
 async function insertMessages(tx: PoolClient, messages: MessageRecordedData[]): Promise<void> {
+  if (messages.length === 0) return;
   const seen = new Set<string>();
   const rows: unknown[][] = [];
   for (const d of messages) {

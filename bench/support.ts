@@ -46,7 +46,7 @@ export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Ma
 export const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
 /** A Postgres for the bench: DATABASE_URL (a fresh database in it) or an embedded server in a temp dir. */
-export async function benchDatabase(name: string): Promise<{ url: string; pool: Pool; storePool: Pool; close(): Promise<void> }> {
+export async function benchDatabase(name: string): Promise<{ url: string; pool: Pool; storePool: Pool; exportPool: Pool; close(): Promise<void> }> {
   const base = process.env.DATABASE_URL;
   let stopServer = async () => {};
   let dir: string | undefined;
@@ -68,12 +68,15 @@ export async function benchDatabase(name: string): Promise<{ url: string; pool: 
   const url = u.toString();
   const pool = createPool(url, 20);
   const storePool = createEventStorePool(url); // as main.ts wires it
+  const exportPool = createPool(url, loadConfig({}).export.maxConcurrent); // as main.ts wires it (default size)
   await migrate(pool);
   return {
     url,
     pool,
     storePool,
+    exportPool,
     async close() {
+      await exportPool.end();
       await storePool.end();
       await pool.end();
       const a = createPool(serverUrl, 1);
@@ -94,7 +97,7 @@ export const BENCH_ANON_SECRET = 'bench-anonymization-secret-0123456789';
  * Not started: the bench calls `services.runner.start()` or `prepare()` itself.
  */
 export function benchServices(
-  db: { url: string; pool: Pool; storePool: Pool },
+  db: { url: string; pool: Pool; storePool: Pool; exportPool: Pool },
   options: { env?: Record<string, string>; transport?: RecordTransport; provider?: MessagingProvider } = {},
 ): Services {
   const config = loadConfig({
@@ -105,6 +108,7 @@ export function benchServices(
     config,
     secrets: { anonymizationSecret: BENCH_ANON_SECRET, apiKeyPepper: BENCH_PEPPER },
     pool: db.pool,
+    exportPool: db.exportPool,
     store: new PostgresEventStore(db.storePool),
     transport: options.transport ?? new InProcessTransport(),
     logger: pino({ level: 'silent' }),

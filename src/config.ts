@@ -29,6 +29,8 @@ const configSchema = z
       .regex(/^[a-z][a-z0-9]*$/, 'lowercase letters and digits')
       .default('sbk'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    EXPORT_MAX_CONCURRENT: z.coerce.number().int().min(1).default(4),
+    EXPORT_MAX_PER_KEY: z.coerce.number().int().min(1).default(2),
   })
   .superRefine((c, ctx) => {
     if (c.EVENT_STORE === 'esdb' && !c.EVENTSTORE_URL) {
@@ -65,6 +67,8 @@ export interface Config {
   secrets: { anonymizationSecret: string | undefined; apiKeyPepper: string | undefined };
   apiKeyPrefix: string;
   logLevel: RawConfig['LOG_LEVEL'];
+  /** export pages streaming at once in this process, and per API key; the export pool has maxConcurrent connections */
+  export: { maxConcurrent: number; maxPerKey: number };
 }
 
 export class ConfigError extends Error {
@@ -98,5 +102,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secrets: { anonymizationSecret: c.ANONYMIZATION_SECRET, apiKeyPepper: c.API_KEY_PEPPER },
     apiKeyPrefix: c.API_KEY_PREFIX,
     logLevel: c.LOG_LEVEL,
+    export: { maxConcurrent: c.EXPORT_MAX_CONCURRENT, maxPerKey: c.EXPORT_MAX_PER_KEY },
   };
 }

@@ -55,6 +55,8 @@ export interface AssembleInput {
   config: Config;
   secrets: Secrets;
   pool: Pool;
+  /** default: the main pool (main.ts always gives the export its own) */
+  exportPool?: Pool;
   store: EventStore;
   transport: RecordTransport;
   logger: Logger;
@@ -72,6 +74,7 @@ export function assembleServices(input: AssembleInput): Services {
     config: input.config,
     secrets: input.secrets,
     pool: input.pool,
+    exportPool: input.exportPool ?? input.pool,
     store,
     registry,
     runner,
@@ -101,6 +104,9 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     const secrets = resolveSecrets(config);
     const pool = createPool(databaseUrl, role === 'cli' ? 4 : 20);
     cleanups.push(() => pool.end());
+    // A page holds its connection while the HTTP client reads: exports get their own, so they cannot starve the rest.
+    const exportPool = createPool(databaseUrl, config.export.maxConcurrent);
+    cleanups.push(() => exportPool.end());
     const onRetry = (err: unknown, step: string, attempt: number) => logger.warn({ err, step, attempt }, 'database unavailable during start-up; retrying');
     await retryTransient('migrations', () => migrate(pool), { onRetry });
 
@@ -126,7 +132,7 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     }
     cleanups.push(() => transport.close());
 
-    const services = assembleServices({ config, secrets, pool, store, transport, logger });
+    const services = assembleServices({ config, secrets, pool, exportPool, store, transport, logger });
     cleanups.push(async () => services.provider.close?.());
     let workers: Workers | undefined;
     if (role === 'cli') {

@@ -18,6 +18,8 @@ export interface Services {
   config: Config;
   secrets: Secrets;
   pool: Pool;
+  /** the qualitative export's connections (a page holds one while its client reads); main.ts gives it its own pool */
+  exportPool: Pool;
   /** the validating event store (schemas checked on append and read) */
   store: EventStore;
   registry: EventRegistry;

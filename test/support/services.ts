@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { InProcessTransport } from '../../src/adapters/in-process/transport';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
+import { createPool } from '../../src/adapters/postgres/pool';
 import { loadConfig } from '../../src/config';
 import { buildApp } from '../../src/http/app';
 import { assembleServices } from '../../src/main';
@@ -46,11 +47,13 @@ export async function createTestContext(options: TestContextOptions = {}): Promi
     ...options.env,
   });
   const pgStore = new PostgresEventStore(db.pool);
+  const exportPool = createPool(db.url, config.export.maxConcurrent); // as main.ts wires it
   const transport = options.transport ?? new InProcessTransport();
   const services = assembleServices({
     config,
     secrets: { anonymizationSecret: TEST_ANON_SECRET, apiKeyPepper: TEST_PEPPER },
     pool: db.pool,
+    exportPool,
     store: pgStore,
     transport,
     logger: pino({ level: 'silent' }),
@@ -70,6 +73,7 @@ export async function createTestContext(options: TestContextOptions = {}): Promi
       await services.provider.close?.();
       await transport.close();
       await services.store.close();
+      await exportPool.end();
       await db.drop();
     },
   };

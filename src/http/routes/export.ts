@@ -1,3 +1,4 @@
+import { finished, type Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -5,6 +6,7 @@ import type { Services } from '../../services';
 import { ExportCursorCodec, type CursorState, type ExportFilters } from '../../projections/conversations/export-cursor';
 import { CHANNEL_GROUPS, type ExportInclude, openMessageExport } from '../../projections/conversations/export';
 import { ApiError } from '../errors';
+import { EXPORT_RETRY_AFTER_S, ExportAdmission, tooManyExports } from '../export-admission';
 
 // GET /api/v1/qualitative-export/messages (spec: "Exported message record", export errors; docs/export.md).
 
@@ -132,6 +134,7 @@ export function parseExportQuery(q: Query): ParsedExportQuery {
 
 export function registerExportRoutes(app: FastifyInstance, services: Services): void {
   const cursors = new ExportCursorCodec(services.secrets.anonymizationSecret);
+  const admission = new ExportAdmission(services.config.export);
   app.withTypeProvider<ZodTypeProvider>().get(
     EXPORT_PATH,
     {
@@ -140,7 +143,8 @@ export function registerExportRoutes(app: FastifyInstance, services: Services): 
         description:
           'One exported message record per line, in (occurred_at, company) order; when more rows exist the last line is ' +
           '{"_truncated":true,"next_cursor":"…"}: repeat the request with cursor=<next_cursor>. A failure after streaming ' +
-          'began ends the stream with {"_error":{"code":"…","message":"…"}}.',
+          'began ends the stream with {"_error":{"code":"…","message":"…"}}. Too many pages streaming at once (for the key ' +
+          'or the service) is an immediate 429 TOO_MANY_EXPORTS with Retry-After.',
         tags: ['export'],
         querystring,
       },
@@ -164,10 +168,27 @@ export function registerExportRoutes(app: FastifyInstance, services: Services): 
           throw invalid('cursor is invalid: it was altered, or it belongs to a query with other company_id, from, to, channel, direction or agent_id');
         }
       }
-      const stream = await openMessageExport(
-        { pool: services.pool, anonymizationSecret: services.secrets.anonymizationSecret, cursors, now: services.now, logger: request.log },
-        { filters: q.filters, include: q.include, limit: q.limit, cursor },
-      );
+      // only a request that is otherwise valid takes a slot, and before any database work
+      const admitted = admission.tryAdmit(key.keyId);
+      if (!admitted.admitted) {
+        reply.header('retry-after', String(EXPORT_RETRY_AFTER_S));
+        throw tooManyExports(admitted.limit, admission.limits);
+      }
+      const { slot } = admitted;
+      let stream: Readable;
+      try {
+        stream = await openMessageExport(
+          { pool: services.exportPool, anonymizationSecret: services.secrets.anonymizationSecret, cursors, now: services.now, logger: request.log },
+          { filters: q.filters, include: q.include, limit: q.limit, cursor },
+        );
+      } catch (err) {
+        slot.release();
+        throw err;
+      }
+      // 'close' comes after the page ended, failed or was destroyed; the response closing, however it closes,
+      // destroys the page (a no-op once it ended), so the slot cannot outlive the request
+      stream.once('close', slot.release);
+      finished(reply.raw, () => stream.destroy());
       reply.header('content-type', 'application/x-ndjson');
       reply.header('cache-control', 'no-store');
       return reply.send(stream);

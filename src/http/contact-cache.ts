@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { appScoped } from './app-scoped';
 import type { Pool, PoolClient } from 'pg';
 import type { KnownContact, UpsertMemory } from '../commands/contact/handler';
+import type { ContactListInfo } from '../commands/contact/model';
 import { CONTACTS_CHANGED_CHANNEL, isChanging } from '../projections/change-signals';
 import { PgListener } from '../shared/pg-listener';
 import { phoneVariants } from '../shared/phone';
@@ -20,6 +21,10 @@ interface Entry {
 
 /** how many recent invalidations a load that overlapped them can be checked against */
 const RECENT = 1024;
+/** the weight of the latest observation in the moving share of new numbers (about the last 20 count) */
+const NEW_SHARE_WEIGHT = 0.05;
+/** above this share of new numbers the upsert tries a create before reading (src/commands/contact/handler.ts) */
+const NEW_SHARE_TO_CREATE_FIRST = 0.5;
 
 /**
  * Per-process cache of the contact reads by number (lookup and external get), per (company, normalized phone), so
@@ -43,6 +48,10 @@ export class ContactCache {
   private readonly entries = new Map<string, { variants: string[]; views: Partial<Record<ContactViewKind, Entry>> }>();
   /** the upsert memory (`upserts`), by `<companyId>:<e164>` */
   private readonly known = new Map<string, { known: KnownContact; storedAt: number }>();
+  /** the upsert memory's lists, by `<companyId>:<listId or "default">` */
+  private readonly lists = new Map<string, { list: ContactListInfo; storedAt: number }>();
+  /** per company: the share of numbers the upsert memory did not know that turned out new (moving average) */
+  private readonly newShare = new Map<number, number>();
   private epoch = 0;
   /** invalidations so far; `recent` holds the keys of the last RECENT of them (invalidation i at i % RECENT) */
   private seq = 0;
@@ -88,6 +97,24 @@ export class ContactCache {
     },
     forget: (companyId, phone) => {
       this.known.delete(`${companyId}:${phone}`);
+    },
+    recallList: (companyId, listId) => {
+      if (!this.listener.connection || !this.listsQuiet(companyId)) return undefined;
+      const hit = this.lists.get(`${companyId}:${listId ?? 'default'}`);
+      return hit && Date.now() - hit.storedAt < (this.options.maxAgeMs ?? 60_000) ? hit.list : undefined;
+    },
+    rememberList: (ticket, companyId, listId, list) => {
+      const t = ticket as { connection: PoolClient | undefined; epoch: number; seq: number };
+      if (!t.connection || this.listener.connection !== t.connection || this.epoch !== t.epoch) return;
+      if (!this.untouchedSince(t.seq, companyId, String(companyId)) || !this.listsQuiet(companyId)) return;
+      if (this.lists.size >= 1_000) this.lists.delete(this.lists.keys().next().value as string);
+      this.lists.set(`${companyId}:${listId ?? 'default'}`, { list, storedAt: Date.now() });
+    },
+    expectsNew: (companyId) => (this.newShare.get(companyId) ?? 0) >= NEW_SHARE_TO_CREATE_FIRST,
+    observe: (companyId, wasNew) => {
+      const share = this.newShare.get(companyId) ?? 0;
+      if (share === 0 && !this.newShare.has(companyId) && this.newShare.size >= 10_000) this.newShare.clear();
+      this.newShare.set(companyId, share + NEW_SHARE_WEIGHT * ((wasNew ? 1 : 0) - share));
     },
   };
 
@@ -138,8 +165,12 @@ export class ContactCache {
 
   /** No change of this number's claims or of the company's lists is being committed by this process (or was, a moment ago). */
   private claimsQuiet(companyId: number, phone: string): boolean {
-    return !isChanging(CONTACTS_CHANGED_CHANNEL, companyId) && !isChanging(CONTACTS_CHANGED_CHANNEL, '*')
-      && !isChanging(CONTACTS_CHANGED_CHANNEL, `claim:${companyId}:${phone}`);
+    return this.listsQuiet(companyId) && !isChanging(CONTACTS_CHANGED_CHANNEL, `claim:${companyId}:${phone}`);
+  }
+
+  /** No change of the company's lists or custom fields is being committed by this process (or was, a moment ago). */
+  private listsQuiet(companyId: number): boolean {
+    return !isChanging(CONTACTS_CHANGED_CHANNEL, companyId) && !isChanging(CONTACTS_CHANGED_CHANNEL, '*');
   }
 
   /** No change of this number (any spelling) or company is being committed by this process (or was, a moment ago). */
@@ -182,6 +213,7 @@ export class ContactCache {
       const prefix = `${payload}:`;
       for (const key of this.entries.keys()) if (key.startsWith(prefix)) this.entries.delete(key);
       for (const key of this.known.keys()) if (key.startsWith(prefix)) this.known.delete(key);
+      for (const key of this.lists.keys()) if (key.startsWith(prefix)) this.lists.delete(key);
       return;
     }
     this.dropNumber(payload.slice(0, colon), payload.slice(colon + 1));
@@ -200,6 +232,7 @@ export class ContactCache {
     this.epoch++;
     this.entries.clear();
     this.known.clear();
+    this.lists.clear();
   }
 }
 

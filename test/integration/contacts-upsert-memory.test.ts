@@ -125,4 +125,75 @@ describe('upserts decided on the memory of the last upsert of the number', () =>
     const refused = await upsert({ phone, custom_fields: [{ key: 'plan', value: ['gold'] }] });
     expect([refused.statusCode, refused.json()]).toEqual([400, { error: 'custom_fields[0] ("plan"): value must be one of ["basic","platinum"]' }]);
   });
+
+  describe('a number this process does not remember, while such numbers have lately been new', () => {
+    const claimsOf = async (phone: string) =>
+      (await t.services.store.readStream(`contactphone-101-${phone}`)).map((e) => (e.data as { contactId: number }).contactId);
+    let fresh = 100;
+    /** new numbers, one after another: the default list is remembered, and unremembered numbers have lately been new */
+    const primeWithNewNumbers = async () => {
+      await settleMarks();
+      for (let i = 0; i < 15; i++) expect((await upsert({ phone: `+5491162100${fresh++}` })).statusCode).toBe(201);
+      queries = [];
+    };
+
+    it('is created without reading anything before the append', async () => {
+      await primeWithNewNumbers();
+      const r = await upsert({ phone: '+5491162100001', full_name: 'Nueva', custom_fields: [{ key: 'visits', value: [1] }] });
+      expect([r.statusCode, r.json().created, r.json().versionedCustomFields]).toEqual([201, true, [{ customFieldId: 502, key: 'visits', version: 1 }]]);
+      expect(snapshots()).toBe(0);
+      expect(await visits('+5491162100001')).toMatchObject({ value: [1], version: 1 });
+      expect(await claimsOf('+5491162100001')).toEqual([r.json().contact.id]);
+    });
+
+    it('held by a contact it never upserted: the claim append fails and the upsert updates that contact', async () => {
+      const phone = '+5491162100002';
+      await seedFixtureContacts(t.services, 101, [contact({ id: 99302, fullName: 'Vieja', phone })], { actor: 'cli', correlationId: 'seed' });
+      await settle(t.services);
+      await primeWithNewNumbers();
+      const r = await upsert({ phone, custom_fields: [{ key: 'visits', value: [7] }] });
+      expect([r.statusCode, r.json().created, r.json().contact.id, r.json().contact.fullName]).toEqual([200, false, 99302, 'Vieja']);
+      expect([queries.filter((q) => q === 'es_append_many').length, snapshots()]).toEqual([1, 1]); // the create tried, then the read model
+      expect(await claimsOf(phone)).toEqual([99302]);
+      expect(await visits(phone)).toMatchObject({ value: [7], version: 1 });
+    });
+
+    it('a changed field definition: a new number is validated against it', async () => {
+      await primeWithNewNumbers();
+      await appendEvents(t.services, 'company-101', [{
+        type: 'CustomFieldChanged',
+        data: { companyId: 101, listId: 11, fieldId: 501, key: 'plan', name: 'Plan', fieldType: 'selector', options: ['basic', 'diamond'], required: false, group: null },
+      }], 101);
+      await settle(t.services);
+      const r = await upsert({ phone: '+5491162100003', custom_fields: [{ key: 'plan', value: ['diamond'] }] });
+      expect([r.statusCode, r.json().versionedCustomFields]).toEqual([201, [{ customFieldId: 501, key: 'plan', version: 1 }]]);
+      const refused = await upsert({ phone: '+5491162100004', custom_fields: [{ key: 'plan', value: ['gold'] }] });
+      expect([refused.statusCode, refused.json()]).toEqual([400, { error: 'custom_fields[0] ("plan"): value must be one of ["basic","diamond"]' }]);
+      expect(await claimsOf('+5491162100004')).toEqual([]);
+    });
+
+    it('an invalid request is refused as before and leaves nothing', async () => {
+      await primeWithNewNumbers();
+      const before = await t.db.pool.query('SELECT count(*)::int AS n FROM es.events');
+      const refused = await upsert({ phone: '+5491162100005', custom_fields: [{ key: 'nope', value: ['x'] }] });
+      expect(refused.statusCode).toBe(400);
+      expect(refused.json().error).toMatch(/nope/);
+      expect((await t.db.pool.query('SELECT count(*)::int AS n FROM es.events')).rows[0].n).toBe(before.rows[0].n);
+    });
+
+    it('once such numbers have lately been existing ones, the upsert reads before it appends', async () => {
+      await primeWithNewNumbers();
+      const phones = Array.from({ length: 20 }, (_, i) => `+54911623000${String(i).padStart(2, '0')}`);
+      await seedFixtureContacts(t.services, 101, phones.map((phone, i) => contact({ id: 99400 + i, fullName: `Sync ${i}`, phone })), { actor: 'cli', correlationId: 'seed-sync' });
+      await settle(t.services);
+      await settleMarks();
+      for (const [i, phone] of phones.entries()) {
+        queries = [];
+        const r = await upsert({ phone, custom_fields: [{ key: 'visits', value: [i] }] });
+        expect([r.statusCode, r.json().contact.id]).toEqual([200, 99400 + i]);
+      }
+      // the last upsert (as every one after the share of new numbers fell below a half) tried no create
+      expect([snapshots(), queries.filter((q) => q === 'es_append_many').length]).toEqual([1, 0]);
+    });
+  });
 });

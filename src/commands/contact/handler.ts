@@ -68,6 +68,13 @@ export interface UpsertMemory {
   recall(companyId: number, phone: string): KnownContact | undefined;
   remember(ticket: unknown, companyId: number, phone: string, known: KnownContact): void;
   forget(companyId: number, phone: string): void;
+  /** the list (with its field definitions) a new contact gets for `listId` (null: the default list), as last read */
+  recallList(companyId: number, listId: number | null): ContactListInfo | undefined;
+  rememberList(ticket: unknown, companyId: number, listId: number | null, list: ContactListInfo): void;
+  /** whether the company's numbers this process did not remember have lately been new ones */
+  expectsNew(companyId: number): boolean;
+  /** what a number this process did not remember turned out to be */
+  observe(companyId: number, wasNew: boolean): void;
 }
 
 export interface UpsertResult {
@@ -206,12 +213,19 @@ export async function upsertUnlocked(deps: ContactDeps, companyId: number, input
   // 1. This process's last upsert of the number, if it remembers one: nothing to read. Only an append is trusted
   //    that way (its expected revision proves the state current); a decision to change nothing, or a refusal, is
   //    made again on the read model.
+  //    A number it does not remember, while such numbers have lately been new ones (bulk imports), is created on
+  //    the remembered list, also without reading: if anyone holds the number, its claim stream exists and the
+  //    claim's no_stream append fails. That failure, or a request invalid as a create, goes on to step 2. While
+  //    such numbers have lately been existing ones (syncs), step 2 comes first: a failed create costs more than
+  //    the read it saves (docs/contacts.md, "Performance").
   // 2. The read model (one query). It may lag the event log, never in a way that changes the outcome: an update
   //    appends with the revision the read model had (a stale state fails the append), a create claims the number
   //    with no_stream (a claim the read model did not show yet fails it), and claims only ever grow (more than one
   //    holder stays more than one).
   // 3. On a conflict, or when the read model shows a claim without its contact or only test claims: the streams.
   let step: 'memory' | 'read model' | 'streams' = memory ? 'memory' : 'read model';
+  /** the memory knew nothing of the number and what it turned out to be is not observed yet */
+  let unremembered = false;
   for (let attempt = 1; ; attempt++) {
     if (attempt > MAX_ATTEMPTS) throw new Error(`upsert of ${input.phone}: gave up after ${MAX_ATTEMPTS} conflicting attempts`);
     if (step === 'streams' && attempt > 2) await sleep(Math.random() * Math.min(20, attempt * 2));
@@ -237,12 +251,31 @@ export async function upsertUnlocked(deps: ContactDeps, companyId: number, input
               memory?.forget(companyId, input.phone);
             }
           }
+        } else if (memory) {
+          unremembered = true;
+          const list = memory.expectsNew(companyId) ? memory.recallList(companyId, input.contactListId ?? null) : undefined;
+          if (list) {
+            try {
+              const created = await create(list, 'no_stream', phoneClaimDecider.initialState(), ticket);
+              if (created !== 'id_taken') {
+                memory.observe(companyId, true);
+                return created;
+              }
+            } catch (err) {
+              if (err instanceof WrongExpectedRevisionError && err.streamId === claimStream) {
+                memory.observe(companyId, false);
+                unremembered = false;
+              } else if (!(err instanceof WrongExpectedRevisionError) && !(err instanceof DomainError)) throw err;
+            }
+          }
         }
       }
 
       if (step === 'read model') {
         step = 'streams';
         const snap = await loadUpsertSnapshot(deps.pool, companyId, input.phone, input.contactListId ?? null);
+        if (snap.requested) memory?.rememberList(ticket, companyId, input.contactListId ?? null, snap.requested);
+        if (unremembered) memory?.observe(companyId, snap.claims.length === 0);
         const holders = snap.claims.filter((c) => !c.isTest).map((c) => c.contactId);
         if (holders.length > 1) throw new AmbiguousPhoneError(input.phone, holders);
         const holder = holders.length === 1 ? snap.contacts.find((c) => c.contactId === holders[0]) : undefined;

@@ -12,8 +12,9 @@ import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { loadConfig } from '../src/config';
 import { assembleServices } from '../src/main';
 import type { MessagingProvider } from '../src/ports/provider';
-import type { RecordTransport } from '../src/ports/transport';
+import type { IncomingRecord, OutgoingRecord, RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
+import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../src/shared/provider-webhook';
 
 export interface BenchLine {
   bench: string;
@@ -118,9 +119,9 @@ export function benchServices(
 
 /**
  * The provisioning fixture of a bench: company 1 "Bench Co" with user 1 and one API key `key`, and the parts the
- * bench gives (its contact lists, its phone numbers).
+ * bench gives (its contact lists, its phone numbers, its AI agents and human operators).
  */
-export function benchFixture(key: string, parts: { contactLists?: unknown[]; phoneNumbers?: unknown[] }) {
+export function benchFixture(key: string, parts: { contactLists?: unknown[]; phoneNumbers?: unknown[]; agents?: unknown[]; operators?: unknown[] }) {
   return {
     companies: [{
       id: 1, name: 'Bench Co', email: 'b@bench.example', phone: '+541100000000', website: 'https://bench.example', address: 'x',
@@ -128,11 +129,53 @@ export function benchFixture(key: string, parts: { contactLists?: unknown[]; pho
       users: [{ id: 1, email: 'ops@bench.example', first_name: 'O', last_name: 'P' }],
       apiKeys: [{ name: 'bench', key, userId: 1, active: true, expiresAt: null }],
       contactLists: parts.contactLists ?? [{ id: 1, name: 'All', isDefault: true, customFields: [] }],
-      contacts: [], branches: [], holidays: [], agents: [], operators: [],
+      contacts: [], branches: [], holidays: [], agents: parts.agents ?? [], operators: parts.operators ?? [],
       phoneNumbers: parts.phoneNumbers ?? [],
     }],
     globalKeys: [],
   };
+}
+
+/** Runs `fn(i)` for i = 0 … count-1 with at most `concurrency` calls running at once (in-process load). */
+export async function runConcurrently(count: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < count) await fn(next++);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, count)) }, worker));
+}
+
+/**
+ * The records of the provider's status notifications for these provider message ids (as the webhook ingress
+ * splits them onto provider.webhooks): for each status in `statuses`, one webhook per 100 ids; `read` is
+ * stamped a minute after the others. `nowUnix`: the notifications' unix time.
+ */
+export function providerStatusRecords(
+  phoneNumberId: string,
+  providerMessageIds: readonly string[],
+  statuses: ReadonlyArray<'delivered' | 'read'>,
+  nowUnix = Math.floor(Date.now() / 1000),
+): OutgoingRecord[] {
+  const records: OutgoingRecord[] = [];
+  for (const status of statuses) {
+    for (let i = 0; i < providerMessageIds.length; i += 100) {
+      const body = statusWebhook(providerMessageIds.slice(i, i + 100).map((id) => ({
+        phoneNumberId, providerMessageId: id, status, timestamp: String(status === 'read' ? nowUnix + 60 : nowUnix), recipientId: '1',
+      })));
+      records.push(...splitWebhook(body, new Date().toISOString())!);
+    }
+  }
+  return records;
+}
+
+/**
+ * Published records as a consumer receives them (JSON-encoded and decoded, as on Kafka and the in-process
+ * transport), with consecutive offsets from `firstOffset`: for calling a consumer's batch handler in-process.
+ */
+export function asIncoming(records: readonly OutgoingRecord[], topic = PROVIDER_WEBHOOK_TOPIC, firstOffset = 0): IncomingRecord[] {
+  return records.map((r, i) => ({
+    topic, key: r.key, value: JSON.parse(JSON.stringify(r.value ?? null)) as unknown, partition: 0, offset: String(firstOffset + i), headers: { ...(r.headers ?? {}) },
+  }));
 }
 
 /**

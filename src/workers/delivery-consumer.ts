@@ -14,8 +14,10 @@
 // handler. Per batch: one owner query for the provider ids not cached yet (single sends and bulk recipients), one
 // readStreams for the send streams not cached yet, every status decided in memory in record order, and one
 // appendMany for all of them. Records are grouped in lanes (same key or same provider id); a lane made only of
-// statuses of single sends with a known owner is batched, any other lane (inbound messages, bulk recipients,
-// owners not known yet) goes through the per-record path, one record after the other. A batch append refused
+// statuses of single sends with a known owner is batched, so is one made only of statuses of bulk recipients with
+// a known owner (one query for their current statuses, one appendMany over their chunk streams); any other lane
+// (inbound messages, owners not known yet, mixed kinds) goes through the per-record path, one record after the
+// other. A batch append refused
 // for a revision or an event id (another consumer got there first) falls back to the per-record path, which
 // recognises what is stored already.
 import type { Services } from '../services';
@@ -41,7 +43,7 @@ import { findNumberByProviderId, findProviderMessageOwner, type ProviderMessageO
 import { normalizePhone } from '../shared/phone';
 import { PROVIDER_WEBHOOK_TOPIC } from '../shared/provider-webhook';
 // [bulk sends, issue 5] bulk recipients own provider message ids too: owner lookup and applier in src/commands/bulk/delivery.ts
-import { applyBulkStatus, BULK_OWNERS_SELECT, bulkOwnerFromRow, findBulkMessageOwner } from '../commands/bulk/delivery';
+import { applyBulkStatus, BULK_OWNERS_SELECT, bulkOwnerFromRow, decideBulkStatuses, findBulkMessageOwner } from '../commands/bulk/delivery';
 
 export const DELIVERY_GROUP_ID = 'switchboard-delivery';
 
@@ -491,6 +493,39 @@ function batchHandlerOver(services: Services, options: DeliveryConsumerOptions, 
     });
   };
 
+  /**
+   * Batched path for bulk recipients: statuses of known owners decided in record order on the recipients' current
+   * statuses, one appendMany over their chunk streams. A lane with a recipient found nowhere, or a refused
+   * append, goes record by record.
+   */
+  const applyBulkBatched = async (records: IncomingRecord[], lanes: number[][], items: Map<number, SendItem>, outcomes: Array<RecordOutcome | undefined>) => {
+    let decided: Awaited<ReturnType<typeof decideBulkStatuses>>;
+    const all = lanes.flat().sort((a, b) => a - b);
+    try {
+      decided = await decideBulkStatuses(services, all.map((i) => items.get(i)!));
+    } catch (err) {
+      for (const i of all) outcomes[i] = { kind: 'retry', error: err };
+      return;
+    }
+    if (decided.missing.size > 0) {
+      const hasMissing = (lane: number[]) => lane.some((i) => decided.missing.has(items.get(i)!.update.providerMessageId));
+      const [batched, single] = [lanes.filter((l) => !hasMissing(l)), lanes.filter(hasMissing)];
+      await Promise.all([runLanes(records, single, outcomes), batched.length > 0 ? applyBulkBatched(records, batched, items, outcomes) : undefined]);
+      return;
+    }
+    try {
+      if (decided.appends.length > 0) await services.store.appendMany(decided.appends);
+      for (const i of all) outcomes[i] = OK;
+    } catch (err) {
+      if (err instanceof WrongExpectedRevisionError || err instanceof DuplicateEventIdError) {
+        services.logger.debug({ err: (err as Error).message, statuses: all.length }, 'batched bulk statuses conflict; applying them one by one');
+        await runLanes(records, lanes, outcomes);
+        return;
+      }
+      for (const i of all) outcomes[i] = { kind: 'retry', error: err };
+    }
+  };
+
   return async (records) => {
     const outcomes: Array<RecordOutcome | undefined> = new Array(records.length);
     const updates = new Map<number, ProviderStatusUpdate>();
@@ -547,28 +582,32 @@ function batchHandlerOver(services: Services, options: DeliveryConsumerOptions, 
       else lanes.set(root, [i]);
     });
 
-    // a lane of single-send statuses with known owners is batched; any other lane goes record by record
+    // a lane of statuses with known owners of one kind (single sends, or bulk recipients) is batched; any other
+    // lane goes record by record
     const batchedLanes: number[][] = [];
+    const bulkLanes: number[][] = [];
     const perRecordLanes: number[][] = [];
     const items = new Map<number, SendItem>();
     for (const lane of lanes.values()) {
       const open = lane.filter((i) => outcomes[i] === undefined);
       if (open.length === 0) continue;
-      let batchable = true;
+      let kind: string | undefined;
       for (const i of open) {
         const update = updates.get(i);
         const owner = update && owners.get(update.providerMessageId);
-        if (!update || !owner || owner.kind !== 'send') {
-          batchable = false;
+        if (!update || !owner || (owner.kind !== 'send' && owner.kind !== 'bulk') || (kind !== undefined && owner.kind !== kind)) {
+          kind = undefined;
           break;
         }
+        kind = owner.kind;
         items.set(i, { i, update, owner });
       }
-      (batchable ? batchedLanes : perRecordLanes).push(open);
+      (kind === 'send' ? batchedLanes : kind === 'bulk' ? bulkLanes : perRecordLanes).push(open);
     }
 
     await Promise.all([
       batchedLanes.length > 0 ? applyBatched(records, batchedLanes, items, outcomes) : undefined,
+      bulkLanes.length > 0 ? applyBulkBatched(records, bulkLanes, items, outcomes) : undefined,
       perRecordLanes.length > 0 ? runLanes(records, perRecordLanes, outcomes) : undefined,
     ]);
 

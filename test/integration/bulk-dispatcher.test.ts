@@ -7,7 +7,7 @@ import { ProviderError } from '../../src/ports/provider';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { BulkDispatcher, type BulkDispatcherOptions } from '../../src/workers/bulk-dispatcher';
 import { startBulkLeaseCron, sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
-import { startDeliveryConsumer } from '../../src/workers/delivery-consumer';
+import { createDeliveryBatchHandler, startDeliveryConsumer } from '../../src/workers/delivery-consumer';
 import {
   BULK_CO, bulkFixture, countersFromRows, FakeClock, outcomeCounts, phones, RecordingProvider, sandbox, storedCounters, waitForBulk,
 } from '../support/bulk';
@@ -339,6 +339,60 @@ describe('bulk dispatcher', () => {
       ]);
     } finally {
       await consumer.stop();
+    }
+  });
+
+  it('applies a batch of bulk statuses with one append: exact rows, nothing twice, a redelivered batch changes nothing', async () => {
+    const list = phones(6, '+54911691');
+    const created = await create(BULK_CO.unlimited.phoneNumberId, list.map((phone) => ({ phone })));
+    dispatcher();
+    await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
+    await t.services.runner.waitFor(await t.services.store.headPosition());
+    const ids = (await outcomesOfType('BulkRecipientsDispatched', created.bulkId)).map((e) => e.providerMessageId as string);
+    const ts = String(Math.floor(START / 1000) + 120);
+    const sequence: Array<[number, 'delivered' | 'read' | 'failed']> = [
+      [0, 'delivered'], [0, 'delivered'], [0, 'read'], // duplicate, then read
+      [1, 'read'], [1, 'delivered'], // read first implies delivered; the late delivered is nothing
+      [2, 'delivered'], [2, 'failed'],
+      [3, 'read'], [3, 'read'],
+      [4, 'failed'],
+    ];
+    const body = statusWebhook(sequence.map(([i, status]) => ({
+      phoneNumberId: BULK_CO.unlimited.phoneNumberId, providerMessageId: ids[i], status, timestamp: ts, recipientId: list[i].slice(1),
+      ...(status === 'failed' ? { errors: [{ code: 131047, title: 'Re-engagement message', message: 'Re-engagement message' }] } : {}),
+    })) as never);
+    const records = splitWebhook(body, new Date(START).toISOString())!.map((r, offset) => ({ ...r, topic: PROVIDER_WEBHOOK_TOPIC, partition: 0, offset: String(offset) }));
+    const handle = createDeliveryBatchHandler(t.services, { ownerGraceMs: 2000, ownerWaitMs: 50 });
+    const appendMany = jest.spyOn(t.services.store, 'appendMany');
+    const append = jest.spyOn(t.services.store, 'append');
+    try {
+      expect((await handle(records)).map((o) => o.kind)).toEqual(records.map(() => 'ok'));
+      expect([appendMany.mock.calls.length, append.mock.calls.length]).toEqual([1, 0]);
+      await t.services.runner.waitFor(await t.services.store.headPosition());
+      const recorded = await eventsOfType('BulkRecipientStatusRecorded', created.bulkId);
+      expect(recorded.map((e) => [e.index, e.status, e.implied])).toEqual([
+        [0, 'delivered', false], [0, 'read', false], [1, 'delivered', true], [1, 'read', false], [2, 'delivered', false], [2, 'failed', false],
+        [3, 'delivered', true], [3, 'read', false], [4, 'failed', false],
+      ]);
+      const at = new Date((START / 1000 + 120) * 1000);
+      const rows = await t.db.pool.query(`SELECT idx, status, delivered_at, read_at, error_code FROM rm_bulk.messages WHERE bulk_id = $1 ORDER BY idx`, [created.bulkId]);
+      expect(rows.rows).toEqual([
+        { idx: 0, status: 'read', delivered_at: at, read_at: at, error_code: null },
+        { idx: 1, status: 'read', delivered_at: at, read_at: at, error_code: null },
+        { idx: 2, status: 'failed', delivered_at: at, read_at: null, error_code: '131047' },
+        { idx: 3, status: 'read', delivered_at: at, read_at: at, error_code: null },
+        { idx: 4, status: 'failed', delivered_at: null, read_at: null, error_code: '131047' },
+        { idx: 5, status: 'sent', delivered_at: null, read_at: null, error_code: null },
+      ]);
+      expect(await storedCounters(t.db.pool, created.bulkId)).toEqual(await countersFromRows(t.db.pool, created.bulkId));
+      expect(await storedCounters(t.db.pool, created.bulkId)).toMatchObject({ sent_count: 6, delivered_count: 4, read_count: 3, failed_count: 2 });
+
+      expect((await handle(records)).map((o) => o.kind)).toEqual(records.map(() => 'ok')); // redelivered
+      await t.services.runner.waitFor(await t.services.store.headPosition());
+      expect(await eventsOfType('BulkRecipientStatusRecorded', created.bulkId)).toHaveLength(9);
+    } finally {
+      appendMany.mockRestore();
+      append.mockRestore();
     }
   });
 });

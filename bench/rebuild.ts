@@ -42,7 +42,7 @@ import type { Services } from '../src/services';
 import type { BatchHandler, IncomingRecord } from '../src/ports/transport';
 import { BulkDispatcher } from '../src/workers/bulk-dispatcher';
 import { createDeliveryBatchHandler } from '../src/workers/delivery-consumer';
-import { asIncoming, benchDatabase, benchFixture, benchServices, emit, log, providerStatusRecords, round, runConcurrently } from './support';
+import { asIncoming, BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, benchServices, emit, log, providerStatusRecords, round, runConcurrently } from './support';
 
 const SENDS = Number(process.env.BENCH_REBUILD_SENDS ?? 20_000);
 const CONTACTS = Number(process.env.BENCH_REBUILD_CONTACTS ?? Math.round(SENDS / 2));
@@ -71,15 +71,7 @@ const fixture = benchFixture(KEY, {
     {
       id: 1, phoneNumberId: SEND_NUMBER, displayPhoneNumber: '+54 11 0000-0201', verifiedName: 'Bench', businessName: 'Bench SA',
       isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN',
-      templates: [{
-        id: 1, name: 'order_update', language: 'es', category: 'UTILITY', status: 'APPROVED',
-        variables: [
-          { name: 'name', type: 'TEXT', position: 1, isRequired: true, component: 'BODY' },
-          { name: 'total', type: 'CURRENCY', position: 2, isRequired: true, component: 'BODY' },
-          { name: 'code', type: 'TEXT', position: 1, isRequired: true, component: 'BUTTON' },
-        ],
-        buttons: [{ type: 'URL', text: 'Track', url: 'https://bench.example/t/{{1}}' }],
-      }],
+      templates: [BENCH_ORDER_TEMPLATE],
     },
     {
       id: 2, phoneNumberId: BULK_NUMBER, displayPhoneNumber: '+54 11 0000-0202', verifiedName: 'Bench', businessName: 'Bench SA',

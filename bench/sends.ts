@@ -20,11 +20,11 @@ import { KafkaTransport } from '../src/adapters/kafka/transport';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import type { OutgoingRecord, RecordTransport } from '../src/ports/transport';
+import type { RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
-import { PROVIDER_WEBHOOK_TOPIC, signWebhook, splitWebhook, statusWebhook } from '../src/shared/provider-webhook';
+import { PROVIDER_WEBHOOK_TOPIC, signWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { startDeliveryConsumer } from '../src/workers/delivery-consumer';
-import { benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, providerStatusRecords, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
 
 // autocannon ships no type declarations: the slice of its API this bench uses
 interface CannonResult {
@@ -45,15 +45,7 @@ const fixture = benchFixture(KEY, {
   phoneNumbers: [{
     id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
     isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN',
-    templates: [{
-      id: 1, name: 'order_update', language: 'es', category: 'UTILITY', status: 'APPROVED',
-      variables: [
-        { name: 'name', type: 'TEXT', position: 1, isRequired: true, component: 'BODY' },
-        { name: 'total', type: 'CURRENCY', position: 2, isRequired: true, component: 'BODY' },
-        { name: 'code', type: 'TEXT', position: 1, isRequired: true, component: 'BUTTON' },
-      ],
-      buttons: [{ type: 'URL', text: 'Track', url: 'https://bench.example/t/{{1}}' }],
-    }],
+    templates: [BENCH_ORDER_TEMPLATE],
   }],
 });
 
@@ -109,15 +101,7 @@ async function server(): Promise<void> {
           await services.runner.catchUp();
           const ids = (await db.pool.query<{ id: string }>('SELECT provider_message_id AS id FROM rm_sends.sends WHERE provider_message_id IS NOT NULL')).rows.map((r) => r.id);
           const now = Math.floor(Date.now() / 1000);
-          const records: OutgoingRecord[] = [];
-          for (const status of ['delivered', 'read'] as const) {
-            for (let i = 0; i < ids.length; i += 100) {
-              const body = statusWebhook(ids.slice(i, i + 100).map((id) => ({
-                phoneNumberId: PHONE_NUMBER_ID, providerMessageId: id, status, timestamp: String(status === 'read' ? now + 60 : now), recipientId: '1',
-              })));
-              records.push(...splitWebhook(body, new Date().toISOString())!);
-            }
-          }
+          const records = providerStatusRecords(PHONE_NUMBER_ID, ids, ['delivered', 'read'], now);
           log(`publishing ${records.length} statuses for ${ids.length} sends`);
           for (let i = 0; i < records.length; i += 5000) await transport.publish(PROVIDER_WEBHOOK_TOPIC, records.slice(i, i + 5000));
           const base = await countStatuses(services);

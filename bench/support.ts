@@ -117,6 +117,17 @@ export function benchServices(
   });
 }
 
+/** The template the send benches send: body TEXT and CURRENCY variables and a URL button (template id 1). */
+export const BENCH_ORDER_TEMPLATE = {
+  id: 1, name: 'order_update', language: 'es', category: 'UTILITY', status: 'APPROVED',
+  variables: [
+    { name: 'name', type: 'TEXT', position: 1, isRequired: true, component: 'BODY' },
+    { name: 'total', type: 'CURRENCY', position: 2, isRequired: true, component: 'BODY' },
+    { name: 'code', type: 'TEXT', position: 1, isRequired: true, component: 'BUTTON' },
+  ],
+  buttons: [{ type: 'URL', text: 'Track', url: 'https://bench.example/t/{{1}}' }],
+};
+
 /**
  * The provisioning fixture of a bench: company 1 "Bench Co" with user 1 and one API key `key`, and the parts the
  * bench gives (its contact lists, its phone numbers, its AI agents and human operators).

@@ -7,6 +7,9 @@
 //     and the time from the 202 until the detail's progress_percentage is 100.
 //  3. Tier pacing on the real clock: the mean gap between send starts on TIER_1000 (60 ms) and TIER_10000
 //     (6 ms) numbers, as a ratio of the tier's spacing (budget: within 5%, reported as 1 - |ratio - 1| >= 0.95).
+//  2b. The recipients' delivery statuses (delivered, then read: 200,000 records), handed to the delivery consumer's
+//     batch handler in batches of 500 as its Kafka transport would: statuses applied per second until the bulk
+//     read model shows every read (budget of the delivery consumer: >= 5,000/s).
 // BENCH_BULK_RECIPIENTS overrides the 100,000.
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
@@ -14,9 +17,12 @@ import { buildApp } from '../src/http/app';
 import type { MessagingProvider, SendTemplateRequest } from '../src/ports/provider';
 import { getBulkSend } from '../src/projections/bulk/queries';
 import { BulkDispatcher } from '../src/workers/bulk-dispatcher';
-import { benchDatabase, benchFixture, benchServices, emit, log, round } from './support';
+import { createDeliveryBatchHandler } from '../src/workers/delivery-consumer';
+import { asIncoming, benchDatabase, benchFixture, benchServices, emit, handOver, log, providerStatusRecords, round } from './support';
 
 const RECIPIENTS = Number(process.env.BENCH_BULK_RECIPIENTS ?? 100_000);
+/** records per call of the delivery consumer's batch handler (a Kafka batch) */
+const STATUS_BATCH = 500;
 const KEY = 'sbk_benchbulk0aaaaaaaaaaaaaaaaaaaaaa';
 const NUMBERS = { unlimited: '900000000000101', tier1000: '900000000000102', tier10000: '900000000000103' };
 
@@ -105,6 +111,26 @@ async function main(): Promise<void> {
   });
   const final = await getBulkSend(db.pool, 1, bulkId);
   log(`bulk: ${final?.status}, sent ${final?.sentCount}, failed ${final?.failedCount}, sandbox accepted ${sandbox.acceptedCount}`);
+
+  // 2b. the recipients' delivery statuses (delivered, then read) through the delivery consumer's batch handler
+  const ids = (await db.pool.query<{ id: string }>(
+    'SELECT provider_message_id AS id FROM rm_bulk.messages WHERE bulk_id = $1 AND provider_message_id IS NOT NULL ORDER BY idx', [bulkId],
+  )).rows.map((r) => r.id);
+  const statusRecords = asIncoming(providerStatusRecords(NUMBERS.unlimited, ids, ['delivered', 'read']));
+  const statusHandler = createDeliveryBatchHandler(services);
+  const statusStart = performance.now();
+  for (let i = 0; i < statusRecords.length; i += STATUS_BATCH) await handOver(statusHandler, statusRecords.slice(i, i + STATUS_BATCH));
+  for (let b = await getBulkSend(db.pool, 1, bulkId); b && b.readCount < ids.length; b = await getBulkSend(db.pool, 1, bulkId)) {
+    if (Date.now() > deadline + 60_000) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const statusS = (performance.now() - statusStart) / 1000;
+  const read = (await getBulkSend(db.pool, 1, bulkId))?.readCount ?? 0;
+  emit({
+    bench: 'bulk', metric: 'statuses_applied_per_s', value: round(statusRecords.length / statusS), unit: 'statuses/s', budget: 5000,
+    ok: read === ids.length && statusRecords.length / statusS >= 5000, statuses: statusRecords.length, read_in_read_model: read,
+    note: `batches of ${STATUS_BATCH} records through createDeliveryBatchHandler, until the bulk read model shows every read`,
+  });
 
   // 3. tier pacing on the real clock
   for (const [phoneNumberId, tier, spacing, count] of [[NUMBERS.tier1000, 'TIER_1000', 60, 40], [NUMBERS.tier10000, 'TIER_10000', 6, 300]] as const) {

@@ -39,10 +39,10 @@ import { getBulkSend } from '../src/projections/bulk/queries';
 import { checksumProjection, rebuildProjection } from '../src/projections/rebuild';
 import { allProjections } from '../src/projections/registry';
 import type { Services } from '../src/services';
-import type { BatchHandler, IncomingRecord } from '../src/ports/transport';
+import type { BatchHandler } from '../src/ports/transport';
 import { BulkDispatcher } from '../src/workers/bulk-dispatcher';
 import { createDeliveryBatchHandler } from '../src/workers/delivery-consumer';
-import { asIncoming, BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, benchServices, emit, log, providerStatusRecords, round, runConcurrently } from './support';
+import { asIncoming, BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, benchServices, emit, handOver, log, providerStatusRecords, round, runConcurrently } from './support';
 
 const SENDS = Number(process.env.BENCH_REBUILD_SENDS ?? 20_000);
 const CONTACTS = Number(process.env.BENCH_REBUILD_CONTACTS ?? Math.round(SENDS / 2));
@@ -91,26 +91,6 @@ const contactPhone = (i: number) => `+549114${String(i * 10 + 1).padStart(7, '0'
 const otherPhone = (i: number) => `+54911${String(20_000_000 + i * 10 + 1)}`;
 const bulkPhone = (i: number) => `+5491150${String(i * 10 + 1).padStart(7, '0')}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Hands records to the delivery consumer's batch handler, as its transport would; transient outcomes are handed over again. */
-async function handOver(handler: BatchHandler, records: IncomingRecord[]): Promise<number> {
-  let pending = records;
-  let applied = 0;
-  for (let attempt = 0; pending.length > 0; attempt++) {
-    const outcomes = await handler(pending);
-    const poison = outcomes.find((o) => o.kind === 'poison');
-    if (poison) throw new Error(`a status was dead-lettered: ${(poison as { reason: string }).reason}`);
-    const retry = pending.filter((_, i) => outcomes[i].kind === 'retry');
-    applied += pending.length - retry.length;
-    if (retry.length > 0 && attempt >= 20) {
-      const { error } = outcomes.find((o) => o.kind === 'retry') as { error: unknown };
-      throw new Error(`${retry.length} statuses not applied after ${attempt} attempts: ${(error as Error)?.stack ?? String(error)}`);
-    }
-    pending = retry;
-    if (retry.length > 0) await sleep(50);
-  }
-  return applied;
-}
 
 /** The chat message `k` of the recorder lane: 50 conversations open at a time, 20 messages each, interleaved. */
 function chatMessage(k: number): MessageToRecord {

@@ -12,7 +12,7 @@ import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { loadConfig } from '../src/config';
 import { assembleServices } from '../src/main';
 import type { MessagingProvider } from '../src/ports/provider';
-import type { IncomingRecord, OutgoingRecord, RecordTransport } from '../src/ports/transport';
+import type { BatchHandler, IncomingRecord, OutgoingRecord, RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../src/shared/provider-webhook';
 
@@ -228,4 +228,24 @@ export function exited(child: ChildProcess, ms = 10_000): Promise<void> {
       resolvePromise();
     });
   });
+}
+
+/** Hands records to the delivery consumer's batch handler, as its transport would; transient outcomes are handed over again. */
+export async function handOver(handler: BatchHandler, records: IncomingRecord[]): Promise<number> {
+  let pending = records;
+  let applied = 0;
+  for (let attempt = 0; pending.length > 0; attempt++) {
+    const outcomes = await handler(pending);
+    const poison = outcomes.find((o) => o.kind === 'poison');
+    if (poison) throw new Error(`a status was dead-lettered: ${(poison as { reason: string }).reason}`);
+    const retry = pending.filter((_, i) => outcomes[i].kind === 'retry');
+    applied += pending.length - retry.length;
+    if (retry.length > 0 && attempt >= 20) {
+      const { error } = outcomes.find((o) => o.kind === 'retry') as { error: unknown };
+      throw new Error(`${retry.length} statuses not applied after ${attempt} attempts: ${(error as Error)?.stack ?? String(error)}`);
+    }
+    pending = retry;
+    if (retry.length > 0) await new Promise((r) => setTimeout(r, 50));
+  }
+  return applied;
 }

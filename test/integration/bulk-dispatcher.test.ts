@@ -12,6 +12,10 @@ import {
   BULK_CO, bulkFixture, countersFromRows, FakeClock, outcomeCounts, phones, RecordingProvider, sandbox, storedCounters, waitForBulk,
 } from '../support/bulk';
 import { createTestContext, type TestContext } from '../support/services';
+import { chunksOf, fillProjection } from '../support/projections';
+import { START as START_POSITION } from '../../src/ports/event-store';
+import { bulkProjection } from '../../src/projections/bulk/projection';
+import { checksumProjection } from '../../src/projections/rebuild';
 
 // The bulk dispatcher on real Postgres with a fake clock (pacing, quota windows and leases without waiting)
 // and the sandbox provider behind a recorder (sends per recipient).
@@ -393,6 +397,21 @@ describe('bulk dispatcher', () => {
     } finally {
       appendMany.mockRestore();
       append.mockRestore();
+    }
+  });
+
+  it('the bulk read model: applyBatch (statuses in set-based runs) leaves the rows of apply, at every batch size and redelivered', async () => {
+    await t.services.runner.waitFor(await t.services.store.headPosition());
+    const log = (await t.services.store.readAll(START_POSITION, 100_000)).events;
+    expect(log.filter((e) => e.type === 'BulkRecipientStatusRecorded').length).toBeGreaterThan(10);
+    await fillProjection(t.db.pool, { ...bulkProjection, applyBatch: undefined }, 'rm_bulk__one', chunksOf(log, 1));
+    const expected = await checksumProjection(t.db.pool, bulkProjection, 'rm_bulk__one');
+    expect(await checksumProjection(t.db.pool, bulkProjection)).toBe(expected); // the live model, filled by the runner
+    for (const size of [log.length, 2, 3, 7]) {
+      const batches = chunksOf(log, size);
+      batches.splice(Math.floor(batches.length / 2), 0, batches[Math.floor(batches.length / 3)]); // one batch again, later
+      await fillProjection(t.db.pool, bulkProjection, 'rm_bulk__batch', batches);
+      expect(await checksumProjection(t.db.pool, bulkProjection, 'rm_bulk__batch')).toBe(expected);
     }
   });
 });

@@ -1,4 +1,6 @@
+import type { PoolClient } from 'pg';
 import type { Projection } from '../projection';
+import { queryNamed } from '../../shared/tx';
 import type { BulkEvent } from '../../events/bulk';
 
 export const BULK_SCHEMA = 'rm_bulk';
@@ -206,4 +208,70 @@ export const bulkProjection: Projection = {
         return;
     }
   },
+  /**
+   * Runs of BulkRecipientStatusRecorded in set-based statements: a run is cut where a recipient comes again, so
+   * each statement moves every recipient at most once and its order inside does not matter; every other event
+   * one by one, in order, between runs. The rules (guards, times, counters) are apply's.
+   */
+  async applyBatch(tx, events) {
+    let run: StatusData[] = [];
+    let recipients = new Set<string>();
+    const flush = async () => {
+      if (run.length > 0) await recordStatuses(tx, run);
+      run = [];
+      recipients = new Set();
+    };
+    for (const event of events) {
+      if (event.type !== 'BulkRecipientStatusRecorded') {
+        await flush();
+        await bulkProjection.apply(tx, event);
+        continue;
+      }
+      const d = event.data as StatusData;
+      const key = `${d.bulkId}:${d.index}`;
+      if (recipients.has(key)) await flush();
+      recipients.add(key);
+      run.push(d);
+    }
+    await flush();
+  },
 };
+
+type StatusData = Extract<BulkEvent, { type: 'BulkRecipientStatusRecorded' }>['data'];
+
+/** Statuses of distinct recipients in one statement, with apply's guards and counters. */
+async function recordStatuses(tx: PoolClient, statuses: readonly StatusData[]): Promise<void> {
+  await queryNamed(tx, 'bulk_record_statuses',
+    `WITH u AS (
+       SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])
+         AS u(bulk_id, idx, status, at, error_code, error_message)
+     ), m AS (
+       UPDATE messages m
+          SET status = u.status,
+              delivered_at = CASE u.status WHEN 'delivered' THEN u.at WHEN 'read' THEN COALESCE(m.delivered_at, u.at) ELSE m.delivered_at END,
+              read_at = CASE WHEN u.status = 'read' THEN u.at ELSE m.read_at END,
+              failed_at = CASE WHEN u.status = 'failed' THEN u.at ELSE m.failed_at END,
+              error_code = CASE WHEN u.status = 'failed' THEN u.error_code ELSE m.error_code END,
+              error_message = CASE WHEN u.status = 'failed' THEN u.error_message ELSE m.error_message END
+         FROM u
+        WHERE m.bulk_id = u.bulk_id AND m.idx = u.idx
+          AND (m.status = 'sent' OR (m.status = 'delivered' AND u.status IN ('read', 'failed')))
+       RETURNING m.bulk_id, u.status,
+                 u.status = 'read' AND (SELECT o.delivered_at IS NULL FROM messages o WHERE o.bulk_id = m.bulk_id AND o.idx = m.idx) AS newly_delivered
+     ), c AS (
+       SELECT bulk_id,
+              count(*) FILTER (WHERE status = 'delivered' OR newly_delivered)::int AS delivered,
+              count(*) FILTER (WHERE status = 'read')::int AS read,
+              count(*) FILTER (WHERE status = 'failed')::int AS failed
+         FROM m GROUP BY bulk_id
+     )
+     UPDATE bulk_sends b SET delivered_count = b.delivered_count + c.delivered, read_count = b.read_count + c.read,
+                             failed_count = b.failed_count + c.failed
+       FROM c WHERE b.bulk_id = c.bulk_id`,
+    [
+      statuses.map((d) => d.bulkId), statuses.map((d) => d.index), statuses.map((d) => d.status), statuses.map((d) => d.at),
+      statuses.map((d) => (d.status === 'failed' ? d.errorCode : null)),
+      statuses.map((d) => (d.status === 'failed' ? (d.errorMessage ?? (d.errorCode ? `provider error ${d.errorCode}` : 'failed')) : null)),
+    ],
+  );
+}

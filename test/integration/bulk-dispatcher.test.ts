@@ -7,7 +7,7 @@ import { ProviderError } from '../../src/ports/provider';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { BulkDispatcher, type BulkDispatcherOptions } from '../../src/workers/bulk-dispatcher';
 import { startBulkLeaseCron, sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
-import { createDeliveryBatchHandler, startDeliveryConsumer } from '../../src/workers/delivery-consumer';
+import { createDeliveryBatchHandler, createDeliveryHandler, startDeliveryConsumer } from '../../src/workers/delivery-consumer';
 import {
   BULK_CO, bulkFixture, countersFromRows, FakeClock, outcomeCounts, phones, RecordingProvider, sandbox, storedCounters, waitForBulk,
 } from '../support/bulk';
@@ -398,6 +398,27 @@ describe('bulk dispatcher', () => {
       appendMany.mockRestore();
       append.mockRestore();
     }
+  });
+
+  it('the per-record path (a lane the batch cannot take) applies bulk statuses by the same rules', async () => {
+    const list = phones(2, '+54911692');
+    const created = await create(BULK_CO.unlimited.phoneNumberId, list.map((phone) => ({ phone })));
+    dispatcher();
+    await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
+    await t.services.runner.waitFor(await t.services.store.headPosition());
+    const ids = (await outcomesOfType('BulkRecipientsDispatched', created.bulkId)).map((e) => e.providerMessageId as string);
+    const ts = String(Math.floor(START / 1000) + 180);
+    const handle = createDeliveryHandler(t.services, { ownerGraceMs: 2000, ownerWaitMs: 50 });
+    const sequence: Array<[number, 'delivered' | 'read']> = [[0, 'delivered'], [0, 'read'], [0, 'delivered'], [1, 'read']];
+    for (const [offset, [i, status]] of sequence.entries()) {
+      const body = statusWebhook([{ phoneNumberId: BULK_CO.unlimited.phoneNumberId, providerMessageId: ids[i], status, timestamp: ts, recipientId: list[i].slice(1) }] as never);
+      for (const r of splitWebhook(body, new Date(START).toISOString())!) await handle({ ...r, topic: PROVIDER_WEBHOOK_TOPIC, partition: 0, offset: String(offset) });
+      await t.services.runner.waitFor(await t.services.store.headPosition());
+    }
+    expect((await eventsOfType('BulkRecipientStatusRecorded', created.bulkId)).map((e) => [e.index, e.status, e.implied])).toEqual([
+      [0, 'delivered', false], [0, 'read', false], [1, 'delivered', true], [1, 'read', false],
+    ]);
+    expect(await storedCounters(t.db.pool, created.bulkId)).toMatchObject({ sent_count: 2, delivered_count: 2, read_count: 2, failed_count: 0 });
   });
 
   it('the bulk read model: applyBatch (statuses in set-based runs) leaves the rows of apply, at every batch size and redelivered', async () => {

@@ -46,22 +46,11 @@ export function bulkOwnerFromRow(row: { provider_message_id: string; company_id:
 }
 
 export const applyBulkStatus: StatusApplier = async (services, owner, update) => {
-  const where = chunkOf(owner);
-  const projected = await findBulkMessageByProviderId(services.pool, update.providerMessageId);
-  let index: number;
-  let current: RecipientStatus;
-  if (projected) {
-    index = projected.index;
-    current = projected.status;
-  } else {
-    const work = await findWorkRecipientByProviderId(services.pool, update.providerMessageId);
-    if (!work) throw new Error(`bulk recipient of ${update.providerMessageId} vanished`);
-    index = work.index;
-    current = 'sent';
-  }
-  const changes = recipientStatusChanges(current, update.status);
+  const recipient = (await findBulkRecipientStatuses(services.pool, [update.providerMessageId])).get(update.providerMessageId);
+  if (!recipient) throw new Error(`bulk recipient of ${update.providerMessageId} vanished`);
+  const changes = recipientStatusChanges(recipient.status, update.status);
   if (changes.length === 0) return;
-  await services.store.append(owner.streamId, statusEvents(services, owner, where, index, update, changes), 'any');
+  await services.store.append(owner.streamId, statusEvents(services, owner, chunkOf(owner), recipient.index, update, changes), 'any');
 };
 
 /** A status of a bulk recipient, as the delivery consumer's batch hands it over. */
@@ -92,7 +81,9 @@ export async function decideBulkStatuses(
     if (changes.length === 0) continue;
     recipient.status = changes[changes.length - 1].status;
     const events = statusEvents(services, owner, chunkOf(owner), recipient.index, update, changes);
-    byStream.set(owner.streamId, [...(byStream.get(owner.streamId) ?? []), ...events]);
+    const stream = byStream.get(owner.streamId);
+    if (stream) stream.push(...events);
+    else byStream.set(owner.streamId, events);
   }
   return { appends: [...byStream].map(([streamId, events]) => ({ streamId, events, expected: 'any' as const })), missing };
 }

@@ -12,7 +12,7 @@
 //         messages per call over 50 open conversations): contact messages in, AI-agent replies (with classifications,
 //         extractions, tool calls) and some operator replies out; 1 in 50 arrives deleted;
 //       - one bulk send (`createBulkSend`) dispatched to the end by the bulk dispatcher (zero-latency sandbox),
-//         then delivered + read statuses for its recipients through the same batch handler (their per-record path;
+//         then delivered + read statuses for its recipients through the same batch handler (its bulk lanes,
 //         in random recipient order).
 //  2. Waits until the runner has caught up, stops it, and for each projection of src/projections/registry.ts
 //     takes the checksum of the live read model, runs `rebuildProjection` (replay from zero into a fresh schema,
@@ -223,10 +223,8 @@ async function fill(services: Services, sandbox: SandboxProvider): Promise<void>
       }
     }));
 
-    // the bulk send dispatched to the end, then delivery statuses of its recipients: the delivery consumer's per-record
-    // path (owners of kind 'bulk'), in no particular order of the recipients (as the provider sends them), so a
-    // batch's lanes spread over the chunk streams: in recipient order they would all append to one chunk stream,
-    // where concurrent appends wait for each other (about 130 statuses/s here)
+    // the bulk send dispatched to the end, then delivery statuses of its recipients through the delivery consumer's
+    // batch handler (its bulk lanes), in no particular order of the recipients, as the provider sends them
     const bulk = (async () => {
       if (!bulkId) return;
       const deadline = Date.now() + 120_000;

@@ -61,6 +61,25 @@ describe('bulk dispatcher', () => {
   /** the recipients of a bulk's outcome events of one type, in index order */
   const outcomesOfType = async (type: 'BulkRecipientsDispatched' | 'BulkRecipientsRejected', bulkId: string) =>
     (await eventsOfType(type, bulkId)).flatMap((e) => e.recipients).sort((a, b) => a.index - b.index);
+  /** A bulk of `count` recipients sent to the end and projected: its recipients' phones and provider message ids, by index. */
+  const dispatchedBulk = async (count: number, prefix: string) => {
+    const list = phones(count, prefix);
+    const created = await create(BULK_CO.unlimited.phoneNumberId, list.map((phone) => ({ phone })));
+    dispatcher();
+    await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
+    await t.services.runner.waitFor(await t.services.store.headPosition());
+    const ids = (await outcomesOfType('BulkRecipientsDispatched', created.bulkId)).map((e) => e.providerMessageId as string);
+    return { bulkId: created.bulkId, list, ids };
+  };
+  /** The provider's notifications of (recipient index, status) as the consumer receives them, offsets from `firstOffset`. */
+  const statusRecords = (bulk: { list: string[]; ids: string[] }, sequence: Array<[number, 'delivered' | 'read' | 'failed']>, ts: string, firstOffset = 0) => {
+    const body = statusWebhook(sequence.map(([i, status]) => ({
+      phoneNumberId: BULK_CO.unlimited.phoneNumberId, providerMessageId: bulk.ids[i], status, timestamp: ts, recipientId: bulk.list[i].slice(1),
+      ...(status === 'failed' ? { errors: [{ code: 131047, title: 'Re-engagement message', message: 'Re-engagement message' }] } : {}),
+    })) as never);
+    return splitWebhook(body, new Date(START).toISOString())!
+      .map((r, k) => ({ ...r, topic: PROVIDER_WEBHOOK_TOPIC, partition: 0, offset: String(firstOffset + k) }));
+  };
 
   it('removes repeated phones and sends each recipient once', async () => {
     const list = phones(3, '+54911610');
@@ -347,12 +366,7 @@ describe('bulk dispatcher', () => {
   });
 
   it('applies a batch of bulk statuses with one append: exact rows, nothing twice, a redelivered batch changes nothing', async () => {
-    const list = phones(6, '+54911691');
-    const created = await create(BULK_CO.unlimited.phoneNumberId, list.map((phone) => ({ phone })));
-    dispatcher();
-    await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
-    await t.services.runner.waitFor(await t.services.store.headPosition());
-    const ids = (await outcomesOfType('BulkRecipientsDispatched', created.bulkId)).map((e) => e.providerMessageId as string);
+    const bulk = await dispatchedBulk(6, '+54911691');
     const ts = String(Math.floor(START / 1000) + 120);
     const sequence: Array<[number, 'delivered' | 'read' | 'failed']> = [
       [0, 'delivered'], [0, 'delivered'], [0, 'read'], // duplicate, then read
@@ -361,11 +375,7 @@ describe('bulk dispatcher', () => {
       [3, 'read'], [3, 'read'],
       [4, 'failed'],
     ];
-    const body = statusWebhook(sequence.map(([i, status]) => ({
-      phoneNumberId: BULK_CO.unlimited.phoneNumberId, providerMessageId: ids[i], status, timestamp: ts, recipientId: list[i].slice(1),
-      ...(status === 'failed' ? { errors: [{ code: 131047, title: 'Re-engagement message', message: 'Re-engagement message' }] } : {}),
-    })) as never);
-    const records = splitWebhook(body, new Date(START).toISOString())!.map((r, offset) => ({ ...r, topic: PROVIDER_WEBHOOK_TOPIC, partition: 0, offset: String(offset) }));
+    const records = statusRecords(bulk, sequence, ts);
     const handle = createDeliveryBatchHandler(t.services, { ownerGraceMs: 2000, ownerWaitMs: 50 });
     const appendMany = jest.spyOn(t.services.store, 'appendMany');
     const append = jest.spyOn(t.services.store, 'append');
@@ -373,13 +383,13 @@ describe('bulk dispatcher', () => {
       expect((await handle(records)).map((o) => o.kind)).toEqual(records.map(() => 'ok'));
       expect([appendMany.mock.calls.length, append.mock.calls.length]).toEqual([1, 0]);
       await t.services.runner.waitFor(await t.services.store.headPosition());
-      const recorded = await eventsOfType('BulkRecipientStatusRecorded', created.bulkId);
+      const recorded = await eventsOfType('BulkRecipientStatusRecorded', bulk.bulkId);
       expect(recorded.map((e) => [e.index, e.status, e.implied])).toEqual([
         [0, 'delivered', false], [0, 'read', false], [1, 'delivered', true], [1, 'read', false], [2, 'delivered', false], [2, 'failed', false],
         [3, 'delivered', true], [3, 'read', false], [4, 'failed', false],
       ]);
       const at = new Date((START / 1000 + 120) * 1000);
-      const rows = await t.db.pool.query(`SELECT idx, status, delivered_at, read_at, error_code FROM rm_bulk.messages WHERE bulk_id = $1 ORDER BY idx`, [created.bulkId]);
+      const rows = await t.db.pool.query(`SELECT idx, status, delivered_at, read_at, error_code FROM rm_bulk.messages WHERE bulk_id = $1 ORDER BY idx`, [bulk.bulkId]);
       expect(rows.rows).toEqual([
         { idx: 0, status: 'read', delivered_at: at, read_at: at, error_code: null },
         { idx: 1, status: 'read', delivered_at: at, read_at: at, error_code: null },
@@ -388,12 +398,12 @@ describe('bulk dispatcher', () => {
         { idx: 4, status: 'failed', delivered_at: null, read_at: null, error_code: '131047' },
         { idx: 5, status: 'sent', delivered_at: null, read_at: null, error_code: null },
       ]);
-      expect(await storedCounters(t.db.pool, created.bulkId)).toEqual(await countersFromRows(t.db.pool, created.bulkId));
-      expect(await storedCounters(t.db.pool, created.bulkId)).toMatchObject({ sent_count: 6, delivered_count: 4, read_count: 3, failed_count: 2 });
+      expect(await storedCounters(t.db.pool, bulk.bulkId)).toEqual(await countersFromRows(t.db.pool, bulk.bulkId));
+      expect(await storedCounters(t.db.pool, bulk.bulkId)).toMatchObject({ sent_count: 6, delivered_count: 4, read_count: 3, failed_count: 2 });
 
       expect((await handle(records)).map((o) => o.kind)).toEqual(records.map(() => 'ok')); // redelivered
       await t.services.runner.waitFor(await t.services.store.headPosition());
-      expect(await eventsOfType('BulkRecipientStatusRecorded', created.bulkId)).toHaveLength(9);
+      expect(await eventsOfType('BulkRecipientStatusRecorded', bulk.bulkId)).toHaveLength(9);
     } finally {
       appendMany.mockRestore();
       append.mockRestore();
@@ -401,24 +411,18 @@ describe('bulk dispatcher', () => {
   });
 
   it('the per-record path (a lane the batch cannot take) applies bulk statuses by the same rules', async () => {
-    const list = phones(2, '+54911692');
-    const created = await create(BULK_CO.unlimited.phoneNumberId, list.map((phone) => ({ phone })));
-    dispatcher();
-    await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
-    await t.services.runner.waitFor(await t.services.store.headPosition());
-    const ids = (await outcomesOfType('BulkRecipientsDispatched', created.bulkId)).map((e) => e.providerMessageId as string);
+    const bulk = await dispatchedBulk(2, '+54911692');
     const ts = String(Math.floor(START / 1000) + 180);
     const handle = createDeliveryHandler(t.services, { ownerGraceMs: 2000, ownerWaitMs: 50 });
     const sequence: Array<[number, 'delivered' | 'read']> = [[0, 'delivered'], [0, 'read'], [0, 'delivered'], [1, 'read']];
-    for (const [offset, [i, status]] of sequence.entries()) {
-      const body = statusWebhook([{ phoneNumberId: BULK_CO.unlimited.phoneNumberId, providerMessageId: ids[i], status, timestamp: ts, recipientId: list[i].slice(1) }] as never);
-      for (const r of splitWebhook(body, new Date(START).toISOString())!) await handle({ ...r, topic: PROVIDER_WEBHOOK_TOPIC, partition: 0, offset: String(offset) });
+    for (const record of statusRecords(bulk, sequence, ts)) {
+      await handle(record);
       await t.services.runner.waitFor(await t.services.store.headPosition());
     }
-    expect((await eventsOfType('BulkRecipientStatusRecorded', created.bulkId)).map((e) => [e.index, e.status, e.implied])).toEqual([
+    expect((await eventsOfType('BulkRecipientStatusRecorded', bulk.bulkId)).map((e) => [e.index, e.status, e.implied])).toEqual([
       [0, 'delivered', false], [0, 'read', false], [1, 'delivered', true], [1, 'read', false],
     ]);
-    expect(await storedCounters(t.db.pool, created.bulkId)).toMatchObject({ sent_count: 2, delivered_count: 2, read_count: 2, failed_count: 0 });
+    expect(await storedCounters(t.db.pool, bulk.bulkId)).toMatchObject({ sent_count: 2, delivered_count: 2, read_count: 2, failed_count: 0 });
   });
 
   it('the bulk read model: applyBatch (statuses in set-based runs) leaves the rows of apply, at every batch size and redelivered', async () => {

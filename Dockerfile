@@ -9,10 +9,10 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY scripts/copy-assets.mjs ./scripts/
-# `npm run build` compiles and copies the SQL migrations next to the compiled migrator.
+# `npm run build` compiles and copies the SQL migrations next to the compiled migrator. No `npm cache clean`:
+# this stage is discarded, the runtime stage copies only node_modules, dist and package*.json from it.
 RUN npm run build \
- && npm prune --omit=dev --no-audit --no-fund \
- && npm cache clean --force
+ && npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime ---------------------------------------------------------------------------------------------------
 FROM node:20-slim AS runtime

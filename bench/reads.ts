@@ -3,6 +3,11 @@
 // run with autocannon in a separate process (loopback only). Budgets: ≥ 40% of the bare route's req/s, p99 < 20 ms.
 // One more line without a budget, `auth_only_req_per_s`: a route of the same app that only authenticates (the
 // API key lookup every endpoint does), the ceiling any authenticated read can reach.
+// Rate limiting (docs/rate-limits.md): the app runs with it on, at a limit the load never reaches (so every request
+// pays the whole cost: counting, headers, syncs to Postgres); `rate_limited_reads_per_s` compares business-accounts
+// on it with the same route on a second app of the same services with rate limiting off, in PAIRS back-to-back
+// pairs (alternating which goes first, so drifting load on a shared machine hits both alike): the ratio is the
+// median of the pairs' ratios, budget >= 0.9.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -10,11 +15,13 @@ import Fastify from 'fastify';
 import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { benchDatabase, benchServices, emit, log, round } from './support';
+import { benchDatabase, benchServices, emit, log, median, round } from './support';
 
 const CONNECTIONS = 50;
 const DURATION_S = Number(process.env.BENCH_READS_SECONDS ?? 10);
 const WARMUP_S = 2;
+const PAIRS = 5;
+const PAIR_S = Number(process.env.BENCH_READS_PAIR_SECONDS ?? 4);
 
 interface Cannon {
   reqPerSec: number;
@@ -48,11 +55,11 @@ function cannon(url: string, seconds: number, headers: Record<string, string> = 
   });
 }
 
-async function measure(name: string, url: string, headers: Record<string, string> = {}): Promise<Cannon> {
+async function measure(name: string, url: string, headers: Record<string, string> = {}, seconds = DURATION_S): Promise<Cannon> {
   log(`${name}: warm-up ${WARMUP_S} s`);
   await cannon(url, WARMUP_S, headers);
-  log(`${name}: ${CONNECTIONS} connections for ${DURATION_S} s`);
-  const r = await cannon(url, DURATION_S, headers);
+  log(`${name}: ${CONNECTIONS} connections for ${seconds} s`);
+  const r = await cannon(url, seconds, headers);
   log(`${name}: ${Math.round(r.reqPerSec)} req/s, p99 ${r.p99} ms`);
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx responses, ${r.errors} errors`);
   return r;
@@ -61,11 +68,12 @@ async function measure(name: string, url: string, headers: Record<string, string
 async function main(): Promise<void> {
   const db = await benchDatabase('reads');
   const transport = new InProcessTransport();
-  const services = benchServices(db, { transport });
+  const services = benchServices(db, { transport, env: { RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_PER_MINUTE: '1000000000' } });
   await services.runner.start();
   const bare = Fastify({ logger: false });
   bare.get('/bare', async () => ({ status: 'ok', service: 'switchboard', version: 1 }));
   const app = await buildApp(services, { logger: false });
+  const unlimited = await buildApp({ ...services, config: { ...services.config, rateLimit: { ...services.config.rateLimit, enabled: false } } }, { logger: false });
   app.get('/bench/auth-only', async (request) => {
     await app.authenticate(request, 'company');
     return { status: 'ok' };
@@ -78,8 +86,10 @@ async function main(): Promise<void> {
 
     const bareUrl = await bare.listen({ host: '127.0.0.1', port: 0 });
     const appUrl = await app.listen({ host: '127.0.0.1', port: 0 });
+    const unlimitedUrl = await unlimited.listen({ host: '127.0.0.1', port: 0 });
     const check = await fetch(`${appUrl}/api/v1/business-accounts/`, { headers: { 'x-api-key': key } });
     if (check.status !== 200) throw new Error(`business-accounts answered ${check.status}: ${await check.text()}`);
+    if (check.headers.get('ratelimit-limit') !== '1000000000') throw new Error(`rate limiting is not on: ratelimit-limit ${check.headers.get('ratelimit-limit')}`);
 
     const baseline = await measure('bare fastify', `${bareUrl}/bare`);
     const auth = { 'x-api-key': key };
@@ -93,12 +103,32 @@ async function main(): Promise<void> {
       });
       emit({ bench: 'reads', metric: `${metric}_p99_ms`, value: r.p99, unit: 'ms', budget: 20, ok: r.p99 < 20 });
     }
+
+    const withLimits: number[] = [];
+    const withoutLimits: number[] = [];
+    const runWith = async (i: number) =>
+      withLimits.push((await measure(`business_accounts with rate limits (${i + 1}/${PAIRS})`, `${appUrl}/api/v1/business-accounts/`, auth, PAIR_S)).reqPerSec);
+    const runWithout = async (i: number) =>
+      withoutLimits.push((await measure(`business_accounts without rate limits (${i + 1}/${PAIRS})`, `${unlimitedUrl}/api/v1/business-accounts/`, auth, PAIR_S)).reqPerSec);
+    for (let i = 0; i < PAIRS; i++) {
+      if (i % 2 === 0) await runWithout(i).then(() => runWith(i));
+      else await runWith(i).then(() => runWithout(i));
+    }
+    const ratio = median(withLimits.map((w, i) => w / withoutLimits[i]));
+    const limited = median(withLimits);
+    const free = median(withoutLimits);
+    emit({
+      bench: 'reads', metric: 'rate_limited_reads_per_s', value: Math.round(limited), unit: 'req/s',
+      baseline: 'reads_without_rate_limit', baseline_value: Math.round(free), ratio: round(ratio, 3), budget: 0.9,
+      runs: withLimits.map(Math.round), baseline_runs: withoutLimits.map(Math.round),
+    });
     emit({
       bench: 'reads', metric: 'auth_only_req_per_s', value: Math.round(authOnly.reqPerSec), unit: 'req/s',
       baseline: 'bare_fastify', baseline_value: Math.round(baseline.reqPerSec), ratio: round(authOnly.reqPerSec / baseline.reqPerSec, 3),
     });
   } finally {
     await app.close();
+    await unlimited.close();
     await bare.close();
     await services.runner.stop();
     await transport.close();

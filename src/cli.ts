@@ -9,6 +9,7 @@ import { registerDemoCommands } from './cli/demo';
 import { registerKeyCommands } from './cli/keys';
 import { registerSeedCommands } from './cli/seed';
 import { registerImportMessagesCommands } from './cli/import-messages';
+import { registerCompanyCommands } from './cli/companies';
 
 // The `switchboard` command. Each group registers its sub-commands; add new groups here.
 export function buildCli(): Command {
@@ -22,6 +23,7 @@ export function buildCli(): Command {
   registerDemoCommands(program);
   registerKeyCommands(program);
   registerImportMessagesCommands(program);
+  registerCompanyCommands(program);
   return program;
 }
 

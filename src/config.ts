@@ -10,7 +10,7 @@ const configSchema = z
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     HOST: z.string().default('127.0.0.1'),
     DATA_DIR: z.string().default('./.switchboard'),
-    DATABASE_URL: optional,
+    DATABASE_URL: optional.refine((v) => v === undefined || isPostgresUrl(v), 'not a postgres:// URL (postgres://user:password@host:5432/database)'),
     EVENT_STORE: z.enum(['postgres', 'esdb']).default('postgres'),
     EVENTSTORE_URL: optional,
     KAFKA_BROKERS: optional,
@@ -22,15 +22,22 @@ const configSchema = z
     PROVIDER_APP_SECRET: optional,
     PROVIDER_VERIFY_TOKEN: optional,
     SANDBOX_DELIVERY: z.enum(['auto', 'off']).default('auto'),
+    SEND_OUTCOME_UNKNOWN_AFTER_S: z.coerce.number().int().min(1).max(86_400).default(600),
     ANONYMIZATION_SECRET: optional,
     API_KEY_PEPPER: optional,
     API_KEY_PREFIX: z
       .string()
       .regex(/^[a-z][a-z0-9]*$/, 'lowercase letters and digits')
       .default('sbk'),
+    STARTUP_WAIT_S: z.coerce.number().int().min(1).max(3_600).default(60),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     EXPORT_MAX_CONCURRENT: z.coerce.number().int().min(1).default(4),
     EXPORT_MAX_PER_KEY: z.coerce.number().int().min(1).default(2),
+    RATE_LIMIT_ENABLED: z.enum(['true', 'false']).default('true'),
+    RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60_000),
+    RATE_LIMIT_SYNC_MS: z.coerce.number().int().min(10).max(60_000).default(200),
+    WEBHOOKS_ALLOW_PRIVATE_URLS: z.enum(['true', 'false']).default('false'),
+    WEBHOOKS_ALLOW_HTTP: z.enum(['true', 'false']).default('false'),
   })
   .superRefine((c, ctx) => {
     if (c.EVENT_STORE === 'esdb' && !c.EVENTSTORE_URL) {
@@ -63,12 +70,28 @@ export interface Config {
     verifyToken: string | undefined;
     sandboxDelivery: 'auto' | 'off';
   };
+  /** a keyed send whose answer was never recorded is recorded `interrupted` after this long (docs/sends.md) */
+  sends?: { outcomeUnknownAfterMs: number };
   /** undefined until resolved: generated into DATA_DIR on first embedded start when not given */
   secrets: { anonymizationSecret: string | undefined; apiKeyPepper: string | undefined };
   apiKeyPrefix: string;
   logLevel: RawConfig['LOG_LEVEL'];
   /** export pages streaming at once in this process, and per API key; the export pool has maxConcurrent connections */
   export: { maxConcurrent: number; maxPerKey: number };
+  /** requests per minute per API key (docs/rate-limits.md); perMinute: the default of companies without their own */
+  rateLimit: { enabled: boolean; perMinute: number; syncMs: number };
+  /** how long start-up waits for Postgres and Kafka to answer (default 60 s) */
+  startup?: { waitMs: number };
+  /** client webhook endpoints (docs/webhooks.md): operator escapes for private addresses and plain http */
+  webhooks: { allowPrivateUrls: boolean; allowHttp: boolean };
+}
+
+function isPostgresUrl(value: string): boolean {
+  try {
+    return ['postgres:', 'postgresql:'].includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
 }
 
 export class ConfigError extends Error {
@@ -78,8 +101,8 @@ export class ConfigError extends Error {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = configSchema.safeParse(env);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
-    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new ConfigError(`invalid configuration: ${issues.join('; ')}`);
   }
   const c = parsed.data;
   return {
@@ -99,9 +122,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       verifyToken: c.PROVIDER_VERIFY_TOKEN,
       sandboxDelivery: c.SANDBOX_DELIVERY,
     },
+    sends: { outcomeUnknownAfterMs: c.SEND_OUTCOME_UNKNOWN_AFTER_S * 1000 },
     secrets: { anonymizationSecret: c.ANONYMIZATION_SECRET, apiKeyPepper: c.API_KEY_PEPPER },
     apiKeyPrefix: c.API_KEY_PREFIX,
     logLevel: c.LOG_LEVEL,
     export: { maxConcurrent: c.EXPORT_MAX_CONCURRENT, maxPerKey: c.EXPORT_MAX_PER_KEY },
+    rateLimit: { enabled: c.RATE_LIMIT_ENABLED === 'true', perMinute: c.RATE_LIMIT_PER_MINUTE, syncMs: c.RATE_LIMIT_SYNC_MS },
+    startup: { waitMs: c.STARTUP_WAIT_S * 1000 },
+    webhooks: { allowPrivateUrls: c.WEBHOOKS_ALLOW_PRIVATE_URLS === 'true', allowHttp: c.WEBHOOKS_ALLOW_HTTP === 'true' },
   };
 }

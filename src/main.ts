@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Pool } from 'pg';
@@ -21,6 +21,7 @@ import { allProjections } from './projections/registry';
 import type { Secrets, Services } from './services';
 import { createMetrics } from './shared/metrics';
 import { retryTransient } from './shared/retry';
+import { postgresTarget, startupStep, waitUntilAnswers } from './shared/startup-step';
 import { startWorkers, type Workers } from './workers';
 import { ProjectionRunner } from './workers/projection-runner';
 
@@ -51,12 +52,24 @@ export function resolveSecrets(config: Config): Secrets {
   return secrets;
 }
 
+/** Creates `dir` a level at a time (a recursive mkdir loops forever where the kernel refuses one, as in /proc). */
+function writableDir(dir: string): void {
+  const path = resolve(dir);
+  if (!existsSync(path)) {
+    if (dirname(path) !== path) writableDir(dirname(path));
+    mkdirSync(path);
+  }
+  accessSync(path, constants.W_OK);
+}
+
 export interface AssembleInput {
   config: Config;
   secrets: Secrets;
   pool: Pool;
   /** default: the main pool (main.ts always gives the export its own) */
   exportPool?: Pool;
+  /** default: the main pool (main.ts gives the Idempotency-Key records an asynchronously committing one) */
+  idempotencyPool?: Pool;
   store: EventStore;
   transport: RecordTransport;
   logger: Logger;
@@ -75,6 +88,7 @@ export function assembleServices(input: AssembleInput): Services {
     secrets: input.secrets,
     pool: input.pool,
     exportPool: input.exportPool ?? input.pool,
+    idempotencyPool: input.idempotencyPool ?? input.pool,
     store,
     registry,
     runner,
@@ -95,9 +109,13 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     cleanups.length = 0;
   };
   try {
+    // how long start-up waits for Postgres and Kafka to answer before it gives up (src/cli/startup-errors.ts)
+    const waitMs = config.startup?.waitMs ?? 60_000;
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
-      const embedded: EmbeddedPostgresHandle = await startEmbeddedPostgres(config.dataDir);
+      await startupStep('data-dir', resolve(config.dataDir), () => writableDir(config.dataDir));
+      const embedded: EmbeddedPostgresHandle = await startupStep('embedded-postgres', resolve(config.dataDir), () =>
+        startEmbeddedPostgres(config.dataDir, (message) => logger.info(message)));
       cleanups.push(() => embedded.stop());
       databaseUrl = embedded.url;
     }
@@ -107,8 +125,12 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     // A page holds its connection while the HTTP client reads: exports get their own, so they cannot starve the rest.
     const exportPool = createPool(databaseUrl, config.export.maxConcurrent);
     cleanups.push(() => exportPool.end());
+    // A lost key record only re-runs a command that is idempotent per key anyway: no WAL flush wait for them.
+    const idempotencyPool = createPool(databaseUrl, role === 'cli' ? 1 : 4, { asyncCommit: true });
+    cleanups.push(() => idempotencyPool.end());
     const onRetry = (err: unknown, step: string, attempt: number) => logger.warn({ err, step, attempt }, 'database unavailable during start-up; retrying');
-    await retryTransient('migrations', () => migrate(pool), { onRetry });
+    const database = config.databaseUrl ? postgresTarget(config.databaseUrl) : 'the embedded Postgres';
+    await startupStep('database', database, () => retryTransient('migrations', () => migrate(pool), { onRetry, maxMs: waitMs }), waitMs);
 
     let store: EventStore;
     if (config.eventStore.kind === 'esdb') {
@@ -131,14 +153,18 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
       transport = new InProcessTransport();
     }
     cleanups.push(() => transport.close());
+    // A consumer reconnects on its own later; at start an unreachable broker is a configuration problem, said at once.
+    if (config.kafka && role !== 'cli') {
+      await startupStep('kafka', config.kafka.brokers.join(','), () => waitUntilAnswers(() => transport.ping(), waitMs), waitMs);
+    }
 
-    const services = assembleServices({ config, secrets, pool, exportPool, store, transport, logger });
+    const services = assembleServices({ config, secrets, pool, exportPool, idempotencyPool, store, transport, logger });
     cleanups.push(async () => services.provider.close?.());
     let workers: Workers | undefined;
     if (role === 'cli') {
-      await retryTransient('read models', () => services.runner.prepare(), { onRetry });
+      await retryTransient('read models', () => services.runner.prepare(), { onRetry, maxMs: waitMs });
     } else {
-      await retryTransient('read models', () => services.runner.start(), { onRetry });
+      await retryTransient('read models', () => services.runner.start(), { onRetry, maxMs: waitMs });
       cleanups.push(() => services.runner.stop());
       workers = await startWorkers(services, { role });
       cleanups.push(() => workers!.stop());
@@ -150,7 +176,7 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
       app = await buildApp(services, { logger: { level: config.logLevel, redact: ['req.headers["x-api-key"]'] } });
       // Closing the app first: stop taking requests, let in-flight ones finish.
       cleanups.push(() => app!.close());
-      url = await app.listen({ port: config.http.port, host: config.http.host });
+      url = await startupStep('http', `${config.http.host}:${config.http.port}`, () => app!.listen({ port: config.http.port, host: config.http.host }));
     }
     return { services, app, url, stop: cleanup };
   } catch (err) {

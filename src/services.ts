@@ -20,6 +20,8 @@ export interface Services {
   pool: Pool;
   /** the qualitative export's connections (a page holds one while its client reads); main.ts gives it its own pool */
   exportPool: Pool;
+  /** the Idempotency-Key records' connections: commits without waiting for the WAL flush (main.ts; docs/idempotency.md) */
+  idempotencyPool: Pool;
   /** the validating event store (schemas checked on append and read) */
   store: EventStore;
   registry: EventRegistry;

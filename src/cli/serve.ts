@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
-import { type Role, startRuntime } from '../main';
+import { type Role, type Runtime, startRuntime } from '../main';
+import { reportStartupFailure } from './startup-errors';
 
 export function registerServeCommands(program: Command): void {
   program
@@ -15,8 +16,7 @@ export function registerServeCommands(program: Command): void {
 
 async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const started = Date.now();
-  const config = loadConfig();
-  const runtime = await startRuntime(config, role);
+  const runtime = await start(role);
   const log = runtime.services.logger;
   if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
   else log.info({ ms: Date.now() - started }, 'worker started');
@@ -49,6 +49,16 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
     }
   })();
   await hooksDone;
+}
+
+/** A failed start prints one line (the stack only with LOG_LEVEL=debug) and exits 1; startRuntime stopped what it started. */
+async function start(role: Exclude<Role, 'cli'>): Promise<Runtime> {
+  try {
+    return await startRuntime(loadConfig(), role);
+  } catch (err) {
+    reportStartupFailure(err, ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? ''));
+    process.exit(1);
+  }
 }
 
 /** Hooks run once `serve`/`worker` is up (e.g. the demo seeding on a fresh data dir). */

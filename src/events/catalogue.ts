@@ -5,6 +5,7 @@ import { conversationEvents } from './conversations';
 import { provisioningEvents } from './provisioning';
 import { EventRegistry } from './registry';
 import { sendEvents } from './sends';
+import { webhookEvents } from './webhooks';
 
 // Every event type of the system, one import line per module. Add new modules here.
 export const allEventDefinitions: readonly EventDefinition[] = [
@@ -13,6 +14,7 @@ export const allEventDefinitions: readonly EventDefinition[] = [
   ...contactEvents,
   ...sendEvents,
   ...bulkEvents,
+  ...webhookEvents,
 ];
 
 export const createEventRegistry = (): EventRegistry => new EventRegistry(allEventDefinitions);

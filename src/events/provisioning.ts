@@ -184,13 +184,18 @@ export const TemplateStatusChanged = defineEvent('TemplateStatusChanged', {
   properties: { companyId: positiveInt, numberId: positiveInt, templateId: positiveInt, status: { enum: TEMPLATE_STATUSES } },
 } as const);
 
+export const CompanyRateLimitSet = defineEvent('CompanyRateLimitSet', {
+  type: 'object', additionalProperties: false, required: ['companyId', 'perMinute'],
+  properties: { companyId: positiveInt, perMinute: { anyOf: [positiveInt, { type: 'null' }] } },
+} as const, { description: "An operator set the company's request limit per API key and minute; null: back to the service default." });
+
 export const provisioningEvents = [
   CompanyRegistered, CompanyProfileChanged, UserRegistered, UserChanged, BranchConfigured, BranchScheduleSet,
   HolidayDeclared, HolidayChanged, AgentRegistered, AgentChanged, OperatorRegistered, OperatorChanged,
   ContactListCreated, ContactListChanged, CustomFieldDefined, CustomFieldChanged,
   ApiKeyIssued, ApiKeyRevoked, ApiKeyExpiryChanged,
   PhoneNumberRegistered, PhoneNumberDetailsChanged, MessagingTierChanged, QualityRatingChanged,
-  TemplateRegistered, TemplateChanged, TemplateStatusChanged,
+  TemplateRegistered, TemplateChanged, TemplateStatusChanged, CompanyRateLimitSet,
 ] as const;
 
 export type ProvisioningEvent = EventOf<(typeof provisioningEvents)[number]>;

@@ -11,6 +11,8 @@ import type { Services } from '../services';
 import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
 import { fieldErrors, registerErrorHandling } from './errors';
+import { registerIdempotency } from './idempotency';
+import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024; // 1 MiB; send-bulk raises its own limit
@@ -85,6 +87,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
 
+  await registerRateLimits(app, services);
+  registerIdempotency(app, services);
   registerRoutes(app, services);
   return app;
 }

@@ -28,6 +28,12 @@ export interface SendTemplateRequest {
   /** language code, e.g. `es`, `pt_BR` */
   language: string;
   components: TemplateComponent[];
+  /**
+   * Our reference of the send (the send id), carried to the provider and echoed back in its status notifications
+   * (the Cloud API's `biz_opaque_callback_data`): a status for a message whose answer was never recorded names
+   * its send (docs/sends.md, "Idempotent sends").
+   */
+  clientReference?: string;
 }
 
 export interface SendTemplateResult {

@@ -6,9 +6,11 @@ import { businessProjection } from './business/projection';
 import { contactsProjection } from './contacts/projection';
 import { conversationsProjection } from './conversations/projection';
 import { bulkProjection } from './bulk/projection';
+import { rateLimitsProjection } from './ratelimits/projection';
+import { webhooksProjection } from './webhooks/projection';
 
 // Every read model, one import line per projection. Add new projections here.
-export const allProjections: readonly Projection[] = [apiKeysProjection, sendsProjection, businessProjection, accountsProjection, contactsProjection, conversationsProjection, bulkProjection];
+export const allProjections: readonly Projection[] = [apiKeysProjection, sendsProjection, businessProjection, accountsProjection, contactsProjection, conversationsProjection, bulkProjection, rateLimitsProjection, webhooksProjection];
 
 export function projectionByName(name: string): Projection | undefined {
   return allProjections.find((p) => p.name === name);

@@ -6,7 +6,7 @@
 //   {object: "whatsapp_business_account", entry: [{id, changes: [{field: "messages", value: {
 //     messaging_product, metadata: {display_phone_number, phone_number_id},
 //     contacts?: [{wa_id, profile: {name}}],
-//     statuses?: [{id, status, timestamp, recipient_id, errors?: [{code, title, message, error_data: {details}}]}],
+//     statuses?: [{id, status, timestamp, recipient_id, biz_opaque_callback_data?, errors?: [{code, title, message, error_data: {details}}]}],
 //     messages?: [{id, from, timestamp, type, text?: {body}, image?: {...}, context?: {id}, ...}] }}]}]}
 //
 // Records (one per status, one per message), JSON values:
@@ -85,6 +85,8 @@ export interface StatusNotification {
   timestamp: string;
   recipientId: string;
   errors?: Array<{ code: number; title: string; message?: string; error_data?: { details: string } }>;
+  /** the send's reference given on the send, echoed as `biz_opaque_callback_data` */
+  clientReference?: string;
 }
 
 /** A webhook body carrying status notifications, in the provider's format (the sandbox and tests use it). */
@@ -106,6 +108,7 @@ export function statusWebhook(statuses: StatusNotification[]): object {
               status: s.status,
               timestamp: s.timestamp,
               recipient_id: s.recipientId,
+              ...(s.clientReference ? { biz_opaque_callback_data: s.clientReference } : {}),
               ...(s.errors ? { errors: s.errors } : {}),
             })),
           },

@@ -27,6 +27,7 @@ import { inboundProviderMessage } from '../commands/send/conversation';
 import { conversationStreamId } from '../commands/conversation/decider';
 import { type ProviderStatus, type SendCommand, sendDecider, type SendState } from '../commands/send/decider';
 import { deterministicUuid } from '../commands/send/ids';
+import { reconcileSendFromStatus } from '../commands/send/reconcile';
 import type { SendEvent } from '../events/sends';
 import { DuplicateEventIdError, type EventToAppend, type StreamAppend, WrongExpectedRevisionError } from '../ports/event-store';
 import {
@@ -46,6 +47,17 @@ import { PROVIDER_WEBHOOK_TOPIC } from '../shared/provider-webhook';
 import { applyBulkStatus, BULK_OWNERS_SELECT, bulkOwnerFromRow, decideBulkStatuses, findBulkMessageOwner } from '../commands/bulk/delivery';
 
 export const DELIVERY_GROUP_ID = 'switchboard-delivery';
+
+/** [issue 16] A status naming a keyed send whose answer was never recorded records that answer (per-record path only). */
+const reconciledOwner = (services: Services, update: ProviderStatusUpdate) =>
+  update.clientReference === undefined
+    ? undefined
+    : reconcileSendFromStatus(services, {
+      clientReference: update.clientReference,
+      providerMessageId: update.providerMessageId,
+      phoneNumberId: update.phoneNumberId ?? null,
+      at: update.at,
+    });
 
 export interface DeliveryConsumerOptions {
   topic?: string;
@@ -70,6 +82,10 @@ export interface ProviderStatusUpdate {
   timestamp: string;
   errorCode: string | null;
   errorMessage: string | null;
+  /** the status's `biz_opaque_callback_data` (a keyed send's id, see src/commands/send/reconcile.ts) */
+  clientReference?: string;
+  /** the number the webhook was for */
+  phoneNumberId?: string;
 }
 
 export type StatusApplier = (services: Services, owner: ProviderMessageOwner, update: ProviderStatusUpdate) => Promise<void>;
@@ -108,7 +124,10 @@ export function parseStatusRecord(value: Record<string, any>): ProviderStatusUpd
     const details = isObject(e.error_data) && typeof e.error_data.details === 'string' ? e.error_data.details : null;
     errorMessage = details ?? (typeof e.message === 'string' ? e.message : null) ?? (typeof e.title === 'string' ? e.title : null);
   }
-  return { providerMessageId: s.id, status: s.status as ProviderStatus, at: iso, timestamp: raw, errorCode, errorMessage };
+  const update: ProviderStatusUpdate = { providerMessageId: s.id, status: s.status as ProviderStatus, at: iso, timestamp: raw, errorCode, errorMessage };
+  if (typeof s.biz_opaque_callback_data === 'string' && s.biz_opaque_callback_data !== '') update.clientReference = s.biz_opaque_callback_data;
+  if (typeof value.phoneNumberId === 'string' && value.phoneNumberId !== '') update.phoneNumberId = value.phoneNumberId;
+  return update;
 }
 
 /** A bounded map that forgets the least recently used entries. */
@@ -273,7 +292,8 @@ function deliveryCore(services: Services, options: DeliveryConsumerOptions) {
     const started = Date.now();
     for (let delay = 10; ; delay = Math.min(delay * 2, 200)) {
       const owner = (await findProviderMessageOwner(services.pool, update.providerMessageId))
-        ?? (await findBulkMessageOwner(services.pool, update.providerMessageId)); // [bulk sends, issue 5]
+        ?? (await findBulkMessageOwner(services.pool, update.providerMessageId)) // [bulk sends, issue 5]
+        ?? (await reconciledOwner(services, update)); // [issue 16]
       if (owner) {
         owners.set(update.providerMessageId, owner);
         return owner;

@@ -3,6 +3,8 @@ import { startDeliveryConsumer } from './delivery-consumer';
 import { startConversationConsumer } from './conversation-consumer';
 import { startBulkDispatcher } from './bulk-dispatcher';
 import { startBulkLeaseCron } from './bulk-lease-cron';
+import { startWebhookFanOut } from './webhook-fanout';
+import { startWebhookSender } from './webhook-sender';
 
 export interface Workers {
   /** stops taking work, lets in-flight work finish, commits offsets */
@@ -21,6 +23,8 @@ const workerFactories: Array<(services: Services, options: WorkerOptions) => Pro
   (services) => startConversationConsumer(services),
   async (services) => startBulkDispatcher(services),
   async (services) => startBulkLeaseCron(services),
+  async (services) => startWebhookFanOut(services),
+  async (services) => startWebhookSender(services),
 ];
 
 export async function startWorkers(services: Services, options: WorkerOptions): Promise<Workers> {

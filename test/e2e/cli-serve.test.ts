@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -63,6 +63,8 @@ d('switchboard serve (built CLI, embedded default)', () => {
   let dataDir: string;
   beforeAll(() => {
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-'));
+    // mkdtemp makes it 0700; as root, Postgres runs as the postgres user, who must reach DATA_DIR/pg (else the cluster moves: embedded-private-dir.test.ts)
+    chmodSync(dataDir, 0o755);
   });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 

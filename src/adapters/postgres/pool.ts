@@ -13,12 +13,20 @@ export interface PoolOptions {
    * keeps planning a statement whose arrays make the generic plan look costlier (appendMany: 0.3 ms a call).
    */
   genericPlans?: boolean;
+  /**
+   * Commits return before the WAL is flushed (synchronous_commit=off): for records whose loss in a crash of
+   * Postgres itself (the last ~0.6 s) costs nothing but a re-run, like the Idempotency-Key records
+   * (docs/idempotency.md). Never for the event store.
+   */
+  asyncCommit?: boolean;
 }
 
 export function createPool(url: string, max = 10, options: PoolOptions = {}): Pool {
   const pool = new Pool({
     connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000,
-    ...(options.genericPlans ? { options: '-c plan_cache_mode=force_generic_plan' } : {}),
+    ...(options.genericPlans || options.asyncCommit
+      ? { options: [options.genericPlans && '-c plan_cache_mode=force_generic_plan', options.asyncCommit && '-c synchronous_commit=off'].filter(Boolean).join(' ') }
+      : {}),
   });
   // A terminated backend (fault, failover, shutdown) surfaces here for idle clients; the pool replaces them.
   pool.on('error', () => undefined);

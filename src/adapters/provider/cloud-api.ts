@@ -1,6 +1,7 @@
 // The provider's Graph HTTP API ("cloud API") behind the provider port.
 //   POST {baseUrl}/{apiVersion}/{phone_number_id}/messages, bearer token,
 //   body {messaging_product: "whatsapp", to, type: "template", template: {name, language: {code}, components}}
+//   (+ biz_opaque_callback_data: the send's clientReference, echoed in the status webhooks)
 // Success: {messages: [{id}]}. Errors: {error: {message, type, code, error_subcode, error_data: {details}}}.
 // Retryable answers (RETRYABLE_PROVIDER_CODES, HTTP 5xx, network errors) are retried a bounded number of
 // times with exponential backoff and jitter; the last failure is thrown as a ProviderError. A timeout is
@@ -89,6 +90,7 @@ export class CloudApiProvider implements MessagingProvider {
       to: request.to.replace(/^\+/, ''),
       type: 'template',
       template: { name: request.template, language: { code: request.language }, components: request.components },
+      ...(request.clientReference ? { biz_opaque_callback_data: request.clientReference } : {}),
     };
   }
 

@@ -86,6 +86,7 @@ export class SandboxProvider implements MessagingProvider {
         status,
         timestamp: String(Math.floor(now.getTime() / 1000)),
         recipientId: request.to.replace(/\D/g, ''),
+        clientReference: request.clientReference,
       },
     ]);
     const records = splitWebhook(body, now.toISOString()) ?? [];

@@ -14,6 +14,7 @@ import type { EventToAppend } from '../../ports/event-store';
 import {
   findNumberByProviderId,
   findTemplate,
+  type MessagingTier,
   type NumberRecord,
   QUOTA_WINDOW_MS,
   quotaOf,
@@ -61,6 +62,11 @@ export interface CreateBulkInput {
   language: string;
   /** as submitted; checked here */
   recipients: readonly unknown[];
+  /**
+   * The request's Idempotency-Key: the bulk id is derived from (company, key), so running the creation again after
+   * a crash finds what the first run stored (docs/idempotency.md).
+   */
+  idempotencyKey?: string;
 }
 
 export interface CreatedBulk {
@@ -77,6 +83,40 @@ export interface CreatedBulk {
 
 /** Minutes to send `count` recipients at the tier's recommended spacing (0 for TIER_UNLIMITED), 2 decimals. */
 export const estimateMinutes = (count: number, spacingMs: number): number => Math.round(((count * spacingMs) / 60_000) * 100) / 100;
+
+/** The bulk id of a keyed creation: the same (company, Idempotency-Key) always names the same bulk send. */
+export const keyedBulkId = (companyId: number, key: string): string => deterministicUuid('idempotency:send-bulk', `${companyId}:${key}`);
+
+/**
+ * A keyed creation run again (its first run crashed after the commit point, before its answer was recorded): the
+ * bulk send it created, made dispatchable if the crash left its job a draft. No second bulk, no second dispatch.
+ */
+async function alreadyCreated(
+  services: Services,
+  bulkId: string,
+  number: NumberRecord,
+  quota: { canSend: boolean; remaining: number; dailyLimit: number },
+): Promise<CreatedBulk | undefined> {
+  const stream = await services.store.readStream(bulkStreamId(bulkId));
+  const created = stream.find((e) => e.type === 'BulkSendCreated');
+  if (!created) return undefined;
+  const data = created.data as BulkEventData<'BulkSendCreated'>;
+  if (await setJobState(services.pool, bulkId, 'queued', services.now(), ['draft'])) kickDispatchers();
+  await services.runner.waitForEvents(created.position, ['BulkSendCreated'], 10_000).catch((err) => {
+    if (!(err instanceof ReadModelTimeoutError)) throw err;
+  });
+  return {
+    bulkId,
+    taskId: data.taskId,
+    templateName: data.templateName,
+    totalRecipients: data.totalRecipients,
+    uniqueRecipients: data.uniqueRecipients,
+    estimatedTimeMinutes: estimateMinutes(data.uniqueRecipients, recommendedSpacingMs(data.tier as MessagingTier)),
+    createdAt: data.createdAt,
+    number,
+    quota: { canSend: quota.canSend, needed: data.uniqueRecipients, available: quota.remaining, total: quota.dailyLimit, tier: data.tier },
+  };
+}
 
 /** Chunk appends running at once. */
 const APPEND_CONCURRENCY = 4;
@@ -120,7 +160,13 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
   const quota = await quotaOf(pool, number.id, tier, now);
   const needed = tier === 'TIER_UNLIMITED' ? unique : unique - (await recipientsInWindow(pool, number.id, recipients.map((r) => r.phone), now));
 
-  const bulkId = randomUUID();
+  const bulkId = input.idempotencyKey === undefined ? randomUUID() : keyedBulkId(input.companyId, input.idempotencyKey);
+  if (input.idempotencyKey !== undefined) {
+    const earlier = await alreadyCreated(services, bulkId, number, quota);
+    if (earlier) return earlier;
+    // a draft job left by a run cut short is replaced by this run's (the lease sweep deletes stale drafts)
+    await pool.query(`DELETE FROM bulk_work.jobs WHERE bulk_id = $1 AND state = 'draft'`, [bulkId]);
+  }
   const taskId = deterministicUuid('bulk-task', bulkId);
   const createdAt = now.toISOString();
   const chunkCount = Math.ceil(unique / CHUNK_SIZE);

@@ -5,6 +5,9 @@
 //   accepted: RecordDeliveryStatus moves delivery forward only: sent < delivered < read; failed from sent or
 //   delivered. A read without delivered implies delivered (delivered_at = the read's time). Duplicates, a
 //   late `sent` and anything after a terminal state decide nothing.
+//   requested, with no live process sending it (a keyed send whose process died): ResolveUnansweredSend
+//   records it rejected with code `interrupted` once `outcomeUnknownAfterMs` passed since the request, and
+//   refuses with SEND_OUTCOME_UNKNOWN before that (docs/sends.md, "Idempotent sends").
 import { type Decider, DomainError } from '../decider';
 import type { SendEvent } from '../../events/sends';
 
@@ -29,7 +32,11 @@ export type SendCommand =
         errorCode: string | null;
         errorMessage: string | null;
       };
-    };
+    }
+  | { type: 'ResolveUnansweredSend'; data: { sendId: string; now: string; outcomeUnknownAfterMs: number } };
+
+/** The code and message of a keyed send whose process died before its answer was recorded. */
+export const INTERRUPTED = { code: 'interrupted', message: 'interrupted, outcome unknown' } as const;
 
 export type SendState =
   | { kind: 'none' }
@@ -60,6 +67,18 @@ function decide(command: SendCommand, state: SendState): SendEvent[] {
       if (state.kind === 'rejected') return [];
       if (state.kind !== 'requested') throw new DomainError('SEND_NOT_PENDING', `send ${sendId} is ${state.kind}, not awaiting the provider`);
       return [{ type: 'TemplateSendRejected', data: { sendId: state.request.sendId, companyId: state.request.companyId, code, message, retryable, rejectedAt: at } }];
+    }
+    case 'ResolveUnansweredSend': {
+      const { sendId, now, outcomeUnknownAfterMs } = command.data;
+      if (state.kind !== 'requested') return [];
+      const waited = Date.parse(now) - Date.parse(state.request.requestedAt);
+      if (waited < outcomeUnknownAfterMs) {
+        throw new DomainError('SEND_OUTCOME_UNKNOWN', `the outcome of send ${sendId} is not known yet`);
+      }
+      return [{
+        type: 'TemplateSendRejected',
+        data: { sendId: state.request.sendId, companyId: state.request.companyId, ...INTERRUPTED, retryable: false, rejectedAt: now },
+      }];
     }
     case 'RecordDeliveryStatus': {
       const { sendId, providerMessageId, status, at, errorCode, errorMessage } = command.data;

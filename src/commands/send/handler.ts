@@ -19,6 +19,7 @@ import { outboundTemplateMessage } from '../../events/template-messages';
 import { conversationStreamId } from '../conversation/decider';
 import { type SendCommand, sendDecider, sendStreamId, type SendState } from './decider';
 import { deterministicUuid } from './ids';
+import { sendKeyed } from './keyed';
 
 export interface SendTemplateInput {
   companyId: number;
@@ -31,6 +32,8 @@ export interface SendTemplateInput {
   recipientPhone: string;
   variables: Record<string, unknown>;
   buttonVariables: Record<string, unknown>;
+  /** the request's Idempotency-Key: the send becomes crash-safe per (company, key), see ./keyed.ts */
+  idempotencyKey?: string;
 }
 
 export interface SendTemplateOutput {
@@ -52,7 +55,9 @@ export type SendFailureCode =
   | 'INVALID_FIELDS'
   | 'QUOTA_EXCEEDED'
   | 'PROVIDER_REFUSED'
-  | 'PROVIDER_UNAVAILABLE';
+  | 'PROVIDER_UNAVAILABLE'
+  | 'OUTCOME_UNKNOWN'
+  | 'SEND_INTERRUPTED';
 
 export class SendRefusedError extends DomainError {
   constructor(
@@ -66,6 +71,41 @@ export class SendRefusedError extends DomainError {
 }
 
 export async function sendTemplate(services: Services, input: SendTemplateInput): Promise<SendTemplateOutput> {
+  if (input.idempotencyKey !== undefined) return sendKeyed(services, input, input.idempotencyKey);
+  const valid = await validateSend(services, input);
+  return sendValidated(services, input, valid, randomUUID());
+}
+
+export const sendContextOf = (services: Services, input: SendTemplateInput, sendId: string): CommandContext => ({
+  actor: input.actor,
+  companyId: input.companyId,
+  correlationId: input.correlationId ?? sendId,
+  now: services.now,
+});
+
+export function sendRequestOf(input: SendTemplateInput, valid: ValidSend, sendId: string) {
+  const { number, template, recipientE164, now } = valid;
+  return {
+    sendId,
+    companyId: input.companyId,
+    numberId: number.id,
+    phoneNumberId: input.phoneNumberId,
+    templateId: template.id,
+    templateName: template.name,
+    language: template.language,
+    category: template.category,
+    recipientPhone: input.recipientPhone,
+    recipientE164,
+    variables: input.variables,
+    buttonVariables: input.buttonVariables,
+    requestedAt: now.toISOString(),
+  };
+}
+
+export type ValidSend = Awaited<ReturnType<typeof validateSend>>;
+
+/** Validates a send against the catalog, the template's variables and the quota; throws SendRefusedError. */
+export async function validateSend(services: Services, input: SendTemplateInput) {
   const { pool } = services;
   const now = services.now();
 
@@ -96,33 +136,30 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
       `Messaging quota exhausted for phone number '${input.phoneNumberId}': ${quota.uniqueNumbersSent24h} of ${quota.dailyLimit} unique recipients in the last 24 h (${number.messagingLimitTier}).`,
     );
   }
+  return { number, template, components: built.components, recipientE164, now };
+}
 
-  const sendId = randomUUID();
+/**
+ * Records the request, calls the provider and records its answer. Unkeyed (`requestRecorded` false): the request
+ * and the answer are appended together at `no_stream`. Keyed: the request is already in the stream (revision 0,
+ * appended before the call), so only the answer is appended, at revision 0; a conflict there means a provider
+ * status recorded the acceptance first (see ./reconcile.ts), which the caller then reads.
+ */
+export async function sendValidated(
+  services: Services,
+  input: SendTemplateInput,
+  valid: ValidSend,
+  sendId: string,
+  requestRecorded = false,
+): Promise<SendTemplateOutput> {
+  const { template, recipientE164 } = valid;
   const streamId = sendStreamId(sendId);
-  const ctx: CommandContext = {
-    actor: input.actor,
-    companyId: input.companyId,
-    correlationId: input.correlationId ?? sendId,
-    now: services.now,
-  };
-  const request = {
-    sendId,
-    companyId: input.companyId,
-    numberId: number.id,
-    phoneNumberId: input.phoneNumberId,
-    templateId: template.id,
-    templateName: template.name,
-    language: template.language,
-    category: template.category,
-    recipientPhone: input.recipientPhone,
-    recipientE164,
-    variables: input.variables,
-    buttonVariables: input.buttonVariables,
-    requestedAt: now.toISOString(),
-  };
+  const ctx = sendContextOf(services, input, sendId);
+  const request = sendRequestOf(input, valid, sendId);
   // The stream is new and only this call writes it: the decider runs on the initial state and the request is
   // appended together with the provider's answer, in one append at `no_stream` (one commit on the hot path;
   // a concurrent writer would still be caught by the revision check). See docs/sends.md for this decision.
+  const requested: SendCommand = { type: 'RequestTemplateSend', data: request };
   const decideSend = (commands: SendCommand[]) => {
     let state: SendState = sendDecider.initialState();
     const events: SendEvent[] = [];
@@ -132,12 +169,15 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
       events.push(...decided);
     }
     const metadata = baseMetadata(ctx);
+    const skip = requestRecorded ? 1 : 0;
     return {
-      events,
+      events: events.slice(skip),
       append: {
         streamId,
-        events: events.map((e, i) => ({ type: e.type, data: e.data, metadata: { ...metadata, eventId: deterministicUuid('send-event', `${sendId}:${i}`) } })),
-        expected: 'no_stream' as const,
+        events: events
+          .map((e, i) => ({ type: e.type, data: e.data, metadata: { ...metadata, eventId: deterministicUuid('send-event', `${sendId}:${i}`) } }))
+          .slice(skip),
+        expected: requestRecorded ? 0n : ('no_stream' as const),
       },
     };
   };
@@ -147,7 +187,6 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
     for (const e of events) services.metrics.eventsAppended.labels(e.type).inc();
     return { events, position: result.position as Position | undefined };
   };
-  const requested: SendCommand = { type: 'RequestTemplateSend', data: request };
 
   let providerMessageId: string;
   try {
@@ -156,7 +195,8 @@ export async function sendTemplate(services: Services, input: SendTemplateInput)
       to: input.recipientPhone,
       template: template.name,
       language: template.language,
-      components: built.components,
+      components: valid.components,
+      ...(requestRecorded ? { clientReference: sendId } : {}),
     }));
   } catch (err) {
     const pe: ProviderError | undefined = isProviderError(err) ? err : undefined;

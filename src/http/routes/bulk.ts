@@ -306,7 +306,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
 
   r.post('/api/v1/platform-templates/send-bulk/', {
     bodyLimit: BULK_BODY_LIMIT,
-    config: { errorShape: 'fields' },
+    config: { errorShape: 'fields', idempotent: true },
     schema: {
       tags: ['platform-templates'],
       summary: 'Create an asynchronous bulk send of an approved template',
@@ -331,6 +331,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
       templateName: body.template_name,
       language: body.language,
       recipients: body.recipients,
+      idempotencyKey: request.idempotencyKey,
     }).catch(rethrow);
     reply.code(202);
     return {
@@ -425,7 +426,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
   });
 
   r.post('/api/v1/platform-templates/bulk-sends/:bulk_send_id/cancel/', {
-    config: { errorShape: 'fields' },
+    config: { errorShape: 'fields', idempotent: true },
     schema: {
       tags: ['platform-templates'],
       summary: 'Cancel a bulk send',

@@ -270,7 +270,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
   });
 
   app.post('/api/v1/external/contacts/upsert/', {
-    config,
+    config: { ...config, idempotent: true },
     onRequest: strictCompanyKey,
     schema: {
       tags: ['contacts'],

@@ -8,6 +8,7 @@ import { registerSendRoutes } from './sends';
 import { registerWebhookRoutes } from './webhooks';
 import { registerExportRoutes } from './export';
 import { registerBulkRoutes } from './bulk';
+import { registerWebhookEndpointRoutes } from './webhook-endpoints';
 
 // Explicit route registration, one line per resource group.
 export function registerRoutes(app: FastifyInstance, services: Services): void {
@@ -19,4 +20,5 @@ export function registerRoutes(app: FastifyInstance, services: Services): void {
   registerWebhookRoutes(app, services);
   registerExportRoutes(app, services);
   registerBulkRoutes(app, services);
+  registerWebhookEndpointRoutes(app, services);
 }

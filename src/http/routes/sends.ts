@@ -74,6 +74,7 @@ const messageResponseSchema = z.object({
 });
 
 const errorSchema = z.object({ error: z.string() });
+const OUTCOME_UNKNOWN_RETRY_AFTER_S = 5;
 
 const isoOrNull = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
@@ -114,6 +115,12 @@ function toApiError(err: SendRefusedError): ApiError {
       return new ApiError(422, err.message, 'PROVIDER_REFUSED');
     case 'PROVIDER_UNAVAILABLE':
       return new ApiError(502, err.message, 'PROVIDER_UNAVAILABLE');
+    case 'OUTCOME_UNKNOWN':
+      // 503, not 409: the Idempotency-Key mechanism keeps every answer under 500, and this one must not be kept
+      // (the next retry answers the real outcome); docs/sends.md, "Idempotent sends"
+      return new ApiError(503, err.message, 'SEND_OUTCOME_UNKNOWN');
+    case 'SEND_INTERRUPTED':
+      return new ApiError(422, err.message, 'SEND_INTERRUPTED');
   }
 }
 
@@ -121,17 +128,17 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
   const r = app.withTypeProvider<ZodTypeProvider>();
 
   r.post('/api/v1/platform-templates/send/', {
-    config: { errorShape: 'fields' },
+    config: { errorShape: 'fields', idempotent: true },
     schema: {
       tags: ['platform-templates'],
       summary: 'Send one approved template message synchronously',
       body: sendBodySchema,
-      response: { 200: sendResponseSchema, 400: z.unknown(), 404: errorSchema, 422: errorSchema, 429: errorSchema, 502: errorSchema },
+      response: { 200: sendResponseSchema, 400: z.unknown(), 404: errorSchema, 422: errorSchema, 429: errorSchema, 502: errorSchema, 503: errorSchema },
     },
     preHandler: async (request) => {
       await app.authenticate(request, 'company');
     },
-  }, async (request) => {
+  }, async (request, reply) => {
     const key = requireCompany(request.apiKey!);
     const body = request.body;
     try {
@@ -145,6 +152,7 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
         recipientPhone: body.recipient_phone,
         variables: body.variables,
         buttonVariables: body.button_variables,
+        idempotencyKey: request.idempotencyKey,
       });
       return {
         success: true,
@@ -155,7 +163,11 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
         sent_at: sent.sentAt,
       };
     } catch (err) {
-      if (err instanceof SendRefusedError) throw toApiError(err);
+      if (err instanceof SendRefusedError) {
+        // a keyed send whose first attempt's outcome is not known yet: a provider status usually settles it in seconds
+        if (err.code === 'OUTCOME_UNKNOWN') reply.header('retry-after', String(OUTCOME_UNKNOWN_RETRY_AFTER_S));
+        throw toApiError(err);
+      }
       throw err;
     }
   });

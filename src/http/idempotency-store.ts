@@ -1,0 +1,102 @@
+// The `idempotency_keys` table (migration 0005): one row per (company, key). docs/idempotency.md.
+import type { Pool } from 'pg';
+
+export const KEY_TTL_MS = 24 * 60 * 60 * 1000;
+
+export interface StoredAnswer {
+  statusCode: number;
+  contentType: string | null;
+  body: string;
+}
+
+export type KeyRecord =
+  | { state: 'in_flight'; fingerprint: string; leaseUntil: Date }
+  | { state: 'completed'; fingerprint: string; answer: StoredAnswer };
+
+export type ClaimResult = { claimed: true } | { claimed: false; record: KeyRecord };
+
+interface Row {
+  state: 'in_flight' | 'completed';
+  fingerprint: string;
+  lease_until: Date;
+  status_code: number | null;
+  content_type: string | null;
+  body: string | null;
+}
+
+const toRecord = (r: Row): KeyRecord =>
+  r.state === 'completed'
+    ? { state: 'completed', fingerprint: r.fingerprint, answer: { statusCode: r.status_code!, contentType: r.content_type, body: r.body ?? '' } }
+    : { state: 'in_flight', fingerprint: r.fingerprint, leaseUntil: r.lease_until };
+
+export class IdempotencyStore {
+  constructor(private readonly pool: Pool) {}
+
+  /**
+   * Claims the key for a request in one statement: a new key, an expired one (24 h), or an in-flight claim of the
+   * same request whose lease has passed (its process died) becomes this request's. Otherwise the current record.
+   */
+  async claim(companyId: number, key: string, fingerprint: string, now: Date, leaseMs: number): Promise<ClaimResult> {
+    const r = await this.pool.query<Row & { claimed: boolean }>(
+      `WITH claim AS (
+         INSERT INTO public.idempotency_keys AS k (company_id, key, fingerprint, state, lease_until, created_at, expires_at)
+         VALUES ($1, $2, $3, 'in_flight', $4, $5, $6)
+         ON CONFLICT (company_id, key) DO UPDATE
+            SET fingerprint = EXCLUDED.fingerprint, state = 'in_flight', lease_until = EXCLUDED.lease_until,
+                status_code = NULL, content_type = NULL, body = NULL, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+          WHERE k.expires_at <= $5 OR (k.state = 'in_flight' AND k.lease_until <= $5 AND k.fingerprint = EXCLUDED.fingerprint)
+         RETURNING 1)
+       SELECT true AS claimed, NULL::text AS state, NULL::text AS fingerprint, NULL::timestamptz AS lease_until,
+              NULL::int AS status_code, NULL::text AS content_type, NULL::text AS body FROM claim
+       UNION ALL
+       SELECT false, state, fingerprint, lease_until, status_code, content_type, body
+         FROM public.idempotency_keys WHERE company_id = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM claim)`,
+      [companyId, key, fingerprint, new Date(now.getTime() + leaseMs), now, new Date(now.getTime() + KEY_TTL_MS)],
+    );
+    const row = r.rows[0];
+    if (!row) return this.claim(companyId, key, fingerprint, now, leaseMs); // released between the statement's two reads
+    return row.claimed ? { claimed: true } : { claimed: false, record: toRecord(row) };
+  }
+
+  async find(companyId: number, key: string): Promise<KeyRecord | undefined> {
+    const r = await this.pool.query<Row>(
+      'SELECT state, fingerprint, lease_until, status_code, content_type, body FROM public.idempotency_keys WHERE company_id = $1 AND key = $2',
+      [companyId, key],
+    );
+    return r.rows[0] ? toRecord(r.rows[0]) : undefined;
+  }
+
+  /** Records the answer of the claim `fingerprint` holds (a claim taken over meanwhile is not overwritten). */
+  async complete(companyId: number, key: string, fingerprint: string, answer: StoredAnswer): Promise<void> {
+    await this.pool.query(
+      `UPDATE public.idempotency_keys SET state = 'completed', status_code = $4, content_type = $5, body = $6
+        WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND state = 'in_flight'`,
+      [companyId, key, fingerprint, answer.statusCode, answer.contentType, answer.body],
+    );
+  }
+
+  /** Forgets an in-flight claim (its answer was a 5xx, or there was none): the next request runs again. */
+  async release(companyId: number, key: string, fingerprint: string): Promise<void> {
+    await this.pool.query(
+      `DELETE FROM public.idempotency_keys WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND state = 'in_flight'`,
+      [companyId, key, fingerprint],
+    );
+  }
+
+  async renew(companyId: number, key: string, fingerprint: string, leaseUntil: Date): Promise<void> {
+    await this.pool.query(
+      `UPDATE public.idempotency_keys SET lease_until = $4 WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND state = 'in_flight'`,
+      [companyId, key, fingerprint, leaseUntil],
+    );
+  }
+
+  /** Deletes up to `limit` expired records; returns how many. */
+  async purgeExpired(now: Date, limit = 10_000): Promise<number> {
+    const r = await this.pool.query(
+      `DELETE FROM public.idempotency_keys WHERE ctid = ANY(ARRAY(
+         SELECT ctid FROM public.idempotency_keys WHERE expires_at <= $1 LIMIT $2))`,
+      [now, limit],
+    );
+    return r.rowCount ?? 0;
+  }
+}

@@ -1,0 +1,195 @@
+// The Idempotency-Key mechanism (issue #16, docs/idempotency.md), for routes declaring `config: { idempotent: true }`.
+// An `onRoute` hook appends a preHandler after the route's own (so after authentication: the key is scoped to the
+// API key's company) and an onSend hook:
+//   preHandler: validates the header (400), claims (company, key) with the request's fingerprint, or answers from
+//               the record: replay (Idempotent-Replayed: true), 422 for another request under the key, or, while
+//               the first is in flight, waits for it (up to IN_FLIGHT_WAIT_MS) and then 409 with Retry-After.
+//   onSend:     stores the answer (one UPDATE) unless it is a 5xx, which releases the key.
+// Handlers read `request.idempotencyKey` and make their command's effect idempotent per (company, key).
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions, preHandlerHookHandler, onSendHookHandler } from 'fastify';
+import { z } from 'zod';
+import type { Services } from '../services';
+import { requireCompany } from './auth';
+import { ApiError } from './errors';
+import { IdempotencyStore, type KeyRecord, type StoredAnswer } from './idempotency-store';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    idempotent?: boolean;
+  }
+  interface FastifyRequest {
+    /** the validated Idempotency-Key header on an idempotent route; undefined when absent */
+    idempotencyKey: string | undefined;
+  }
+}
+
+export const IDEMPOTENCY_HEADER = 'idempotency-key';
+/** an in-flight claim is this long-lived unless its process renews it */
+export const LEASE_MS = 15_000;
+/** how long a repeat waits for the first request in flight before answering 409 */
+export const IN_FLIGHT_WAIT_MS = 5_000;
+const RENEW_EVERY_MS = LEASE_MS / 3;
+const POLL_MS = 200;
+const PURGE_EVERY_MS = 10 * 60 * 1000;
+const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
+
+interface Claim {
+  companyId: number;
+  key: string;
+  fingerprint: string;
+  renewal: NodeJS.Timeout;
+  done: boolean;
+}
+
+const claims = new WeakMap<FastifyRequest, Claim>();
+
+const errorSchema = z.object({ error: z.string() });
+const headerDoc = z
+  .object({
+    [IDEMPOTENCY_HEADER]: z
+      .string()
+      .optional()
+      .describe(
+        '1 to 255 printable ASCII characters, unique per request (a UUID). A repeat with the same key and body within 24 h ' +
+          'answers the first answer again (header Idempotent-Replayed: true); the same key with another body is 422; a repeat ' +
+          'while the first is in flight waits for it, or answers 409 with Retry-After. 5xx answers are not kept.',
+      ),
+  })
+  .loose();
+
+/** JSON with object keys sorted at every depth: equal bodies give equal text whatever their key order. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v ?? null)).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+export function fingerprintOf(request: FastifyRequest): string {
+  return createHash('sha256')
+    .update(`${request.method} ${request.routeOptions.url ?? ''}\n${canonicalJson(request.params ?? {})}\n${canonicalJson(request.body ?? null)}`)
+    .digest('hex');
+}
+
+export function registerIdempotency(app: FastifyInstance, services: Services): void {
+  const store = new IdempotencyStore(services.idempotencyPool);
+  const waiters = new Map<string, Set<() => void>>();
+  const wake = (companyId: number, key: string) => {
+    const id = `${companyId}:${key}`;
+    for (const w of waiters.get(id) ?? []) w();
+    waiters.delete(id);
+  };
+  const nextChange = (companyId: number, key: string, ms: number) =>
+    new Promise<void>((resolve) => {
+      const id = `${companyId}:${key}`;
+      const set = waiters.get(id) ?? new Set();
+      waiters.set(id, set);
+      const done = () => {
+        clearTimeout(timer);
+        set.delete(done);
+        resolve();
+      };
+      // the first request may run in another process: look again every POLL_MS
+      const timer = setTimeout(done, ms);
+      set.add(done);
+    });
+
+  app.decorateRequest('idempotencyKey', undefined);
+
+  const answerFrom = (reply: FastifyReply, answer: StoredAnswer) => {
+    reply.code(answer.statusCode).header('idempotent-replayed', 'true');
+    if (answer.contentType) reply.header('content-type', answer.contentType);
+    return reply.send(answer.body);
+  };
+
+  const preHandler: preHandlerHookHandler = async function (request, reply) {
+    const raw = request.headers[IDEMPOTENCY_HEADER];
+    if (raw === undefined) return;
+    if (typeof raw !== 'string' || !VALID_KEY.test(raw)) {
+      throw new ApiError(400, 'Idempotency-Key must be 1 to 255 printable ASCII characters.');
+    }
+    const key = raw;
+    request.idempotencyKey = key;
+    const { companyId } = requireCompany(request.apiKey!);
+    const fingerprint = fingerprintOf(request);
+    const deadline = Date.now() + IN_FLIGHT_WAIT_MS;
+    for (;;) {
+      const result = await store.claim(companyId, key, fingerprint, services.now(), LEASE_MS);
+      if (result.claimed) {
+        const renewal = setInterval(() => {
+          store.renew(companyId, key, fingerprint, new Date(services.now().getTime() + LEASE_MS))
+            .catch((err) => request.log.warn({ err }, 'idempotency lease renewal failed'));
+        }, RENEW_EVERY_MS);
+        renewal.unref();
+        claims.set(request, { companyId, key, fingerprint, renewal, done: false });
+        return;
+      }
+      const record: KeyRecord = result.record;
+      if (record.fingerprint !== fingerprint) {
+        throw new ApiError(422, 'This Idempotency-Key was already used with a different request.', 'IDEMPOTENCY_KEY_REUSED');
+      }
+      if (record.state === 'completed') return answerFrom(reply, record.answer);
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        const leaseLeft = Math.ceil((record.leaseUntil.getTime() - services.now().getTime()) / 1000);
+        reply.header('retry-after', String(Math.min(Math.max(leaseLeft, 1), LEASE_MS / 1000)));
+        throw new ApiError(409, 'A request with this Idempotency-Key is still being processed; retry later.', 'IDEMPOTENCY_KEY_IN_FLIGHT');
+      }
+      await nextChange(companyId, key, Math.min(left, POLL_MS));
+    }
+  };
+
+  const finish = async (request: FastifyRequest, answer: StoredAnswer | undefined) => {
+    const claim = claims.get(request);
+    if (!claim || claim.done) return;
+    claim.done = true;
+    clearInterval(claim.renewal);
+    try {
+      if (answer) await store.complete(claim.companyId, claim.key, claim.fingerprint, answer);
+      else await store.release(claim.companyId, claim.key, claim.fingerprint);
+    } catch (err) {
+      // the claim's lease runs out and a retry runs the handler again (its command is idempotent per key)
+      request.log.error({ err }, 'could not record the idempotency key answer');
+    } finally {
+      wake(claim.companyId, claim.key);
+    }
+  };
+
+  const onSend: onSendHookHandler = async function (request, reply, payload) {
+    const storable = typeof payload === 'string' || Buffer.isBuffer(payload);
+    const status = reply.statusCode;
+    const contentType = reply.getHeader('content-type');
+    await finish(request, status < 500 && storable ? {
+      statusCode: status,
+      contentType: typeof contentType === 'string' ? contentType : null,
+      body: Buffer.isBuffer(payload) ? payload.toString('utf8') : (payload as string),
+    } : undefined);
+    return payload;
+  };
+
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (!route.config?.idempotent) return;
+    route.preHandler = [...asArray(route.preHandler), preHandler];
+    route.onSend = [...asArray(route.onSend), onSend];
+    // a request that ended without an answer (client gone before onSend) releases its claim
+    route.onResponse = [...asArray(route.onResponse), async (request: FastifyRequest) => finish(request, undefined)];
+    const schema = (route.schema ??= {}) as { headers?: unknown; response?: Record<string | number, unknown> };
+    schema.headers ??= headerDoc;
+    const response = (schema.response ??= {});
+    response[409] ??= errorSchema.describe('a request with this Idempotency-Key is still in flight (Retry-After)');
+    response[422] ??= errorSchema.describe('this Idempotency-Key was used with a different request');
+  });
+
+  const purge = setInterval(() => {
+    store.purgeExpired(services.now()).catch((err) => app.log.warn({ err }, 'idempotency key purge failed'));
+  }, PURGE_EVERY_MS);
+  purge.unref();
+  app.addHook('onClose', async () => clearInterval(purge));
+}
+
+function asArray<T>(value: T | T[] | undefined): T[] {
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}

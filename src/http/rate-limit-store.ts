@@ -1,0 +1,161 @@
+import type { Pool } from 'pg';
+import { listCompanyRateLimits } from '../projections/ratelimits/queries';
+
+// Request counts per API key in fixed windows aligned to the epoch (so every process agrees where a window
+// starts), counted in memory and synchronised with Postgres every `syncMs`: one statement adds this process's
+// increments of every key to rate_limit_windows and reads back the global counts. A request never waits for the
+// database; processes see each other's requests one sync late (docs/rate-limits.md, "Overshoot").
+
+export interface WindowCount {
+  /** requests of the key in the current window, this process's unsynced ones included */
+  current: number;
+  /** milliseconds until the window ends */
+  ttl: number;
+}
+
+export interface RateLimitCounterOptions {
+  windowMs: number;
+  syncMs: number;
+  /** how often the per-company limits are re-read */
+  limitsRefreshMs: number;
+  now: () => number;
+  onError: (err: unknown, what: string) => void;
+}
+
+interface Entry {
+  windowStart: number;
+  /** increments not yet added to the table */
+  pending: number;
+  /** increments being added by the sync in flight */
+  inFlight: number;
+  /** the key's global count at the last sync (this process's synced increments included) */
+  synced: number;
+}
+
+const CLEANUP_EVERY_MS = 60_000;
+
+// Adds the keys' increments and returns their global counts; keys without increments are only read back.
+const SYNC = `
+  WITH input AS (SELECT k, s, c FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(k, s, c)),
+  added AS (
+    INSERT INTO public.rate_limit_windows AS w (key, window_start, expires_at, count)
+    SELECT k, s, s + $4::bigint, c FROM input WHERE c > 0
+    ON CONFLICT (key, window_start) DO UPDATE SET count = w.count + EXCLUDED.count
+    RETURNING key, window_start, count)
+  SELECT key, window_start, count FROM added
+  UNION ALL
+  SELECT w.key, w.window_start, w.count FROM public.rate_limit_windows w JOIN input ON w.key = input.k AND w.window_start = input.s
+  WHERE input.c = 0`;
+
+export class RateLimitCounter {
+  private readonly entries = new Map<string, Entry>();
+  private limits = new Map<number, number>();
+  private timers: NodeJS.Timeout[] = [];
+  private syncing: Promise<void> | undefined;
+  private lastCleanup = 0;
+
+  constructor(private readonly pool: Pool, readonly options: RateLimitCounterOptions) {}
+
+  /** Loads the per-company limits, then syncs and refreshes them periodically. */
+  async start(): Promise<void> {
+    await this.refreshLimits();
+    this.lastCleanup = this.options.now();
+    const every = (ms: number, fn: () => Promise<void>) => {
+      const t = setInterval(() => void fn(), ms);
+      t.unref();
+      this.timers.push(t);
+    };
+    every(this.options.syncMs, () => this.sync());
+    every(this.options.limitsRefreshMs, () => this.refreshLimits());
+  }
+
+  /** Stops the timers and flushes this process's last increments. */
+  async stop(): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    await this.sync();
+  }
+
+  /** Counts one request of `key`. */
+  incr(key: string): WindowCount {
+    const now = this.options.now();
+    const windowStart = now - (now % this.options.windowMs);
+    let entry = this.entries.get(key);
+    if (entry === undefined || entry.windowStart !== windowStart) {
+      entry = { windowStart, pending: 0, inFlight: 0, synced: 0 };
+      this.entries.set(key, entry);
+    }
+    entry.pending++;
+    return { current: entry.synced + entry.inFlight + entry.pending, ttl: windowStart + this.options.windowMs - now };
+  }
+
+  /** The operator-set limit of a company, if any (as last refreshed). */
+  companyLimit(companyId: number): number | undefined {
+    return this.limits.get(companyId);
+  }
+
+  async refreshLimits(): Promise<void> {
+    try {
+      this.limits = new Map((await listCompanyRateLimits(this.pool)).map((l) => [l.companyId, l.perMinute]));
+    } catch (err) {
+      this.options.onError(err, 'reading the per-company rate limits');
+    }
+  }
+
+  /** Adds the pending increments to the shared counts and reads those back; one at a time. */
+  sync(): Promise<void> {
+    this.syncing ??= this.syncOnce().finally(() => (this.syncing = undefined));
+    return this.syncing;
+  }
+
+  private async syncOnce(): Promise<void> {
+    const now = this.options.now();
+    const batch: Array<[string, Entry]> = [];
+    for (const [key, entry] of this.entries) {
+      if (entry.pending === 0 && entry.windowStart + this.options.windowMs <= now) {
+        this.entries.delete(key);
+        continue;
+      }
+      batch.push([key, entry]);
+      entry.inFlight = entry.pending;
+      entry.pending = 0;
+    }
+    if (batch.length > 0) {
+      try {
+        const { rows } = await this.pool.query<{ key: string; window_start: string; count: string }>(SYNC, [
+          batch.map(([k]) => k), batch.map(([, e]) => e.windowStart), batch.map(([, e]) => e.inFlight), this.options.windowMs,
+        ]);
+        for (const row of rows) {
+          const entry = this.entries.get(row.key);
+          if (entry !== undefined && entry.windowStart === Number(row.window_start)) entry.synced = Number(row.count);
+        }
+        for (const [, entry] of batch) entry.inFlight = 0;
+      } catch (err) {
+        for (const [, entry] of batch) {
+          entry.pending += entry.inFlight; // added at the next sync
+          entry.inFlight = 0;
+        }
+        this.options.onError(err, 'synchronising the rate-limit counts');
+      }
+    }
+    if (now - this.lastCleanup >= CLEANUP_EVERY_MS) {
+      this.lastCleanup = now;
+      await this.pool
+        .query('DELETE FROM public.rate_limit_windows WHERE expires_at < $1', [now - this.options.windowMs])
+        .catch((err) => this.options.onError(err, 'deleting old rate-limit windows'));
+    }
+  }
+}
+
+/** The @fastify/rate-limit store over a counter (the plugin constructs it; `child` shares the counter). */
+export function storeOf(counter: RateLimitCounter) {
+  return class PostgresSyncedStore {
+    incr(key: string, callback: (error: Error | null, result?: WindowCount) => void): void {
+      callback(null, counter.incr(key));
+    }
+
+    child(): PostgresSyncedStore {
+      return this;
+    }
+  };
+}

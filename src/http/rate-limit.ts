@@ -1,0 +1,73 @@
+import fastifyRateLimit from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { rateLimitsProjection } from '../projections/ratelimits/projection';
+import type { Services } from '../services';
+import { ApiError } from './errors';
+import { RateLimitCounter, storeOf } from './rate-limit-store';
+
+// Request rate limits per API key (docs/rate-limits.md) with @fastify/rate-limit: every authenticated request
+// counts against its key's window, whose size is the key's company's limit (or RATE_LIMIT_PER_MINUTE).
+// Requests without an authenticated key (health, metrics, docs, the provider webhook ingress, a rejected key)
+// are not counted. Over the limit: 429 RATE_LIMITED in the route's error shape with Retry-After.
+
+export const RATE_LIMIT_WINDOW_MS = 60_000;
+const LIMITS_REFRESH_MS = 5_000;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** the shared counter (tests sync it by hand); absent when rate limiting is off */
+    rateLimitCounter?: RateLimitCounter;
+  }
+}
+
+export async function registerRateLimits(app: FastifyInstance, services: Services): Promise<void> {
+  const { enabled, perMinute, syncMs } = services.config.rateLimit;
+  if (!enabled) return;
+  const counter = new RateLimitCounter(services.pool, {
+    windowMs: RATE_LIMIT_WINDOW_MS,
+    syncMs,
+    limitsRefreshMs: LIMITS_REFRESH_MS,
+    now: () => services.now().getTime(),
+    onError: (err, what) => services.logger.warn({ err }, `rate limits: failed ${what}; counting locally until it succeeds`),
+  });
+  app.decorate('rateLimitCounter', counter);
+  // a limit set through this process applies at once; set through another, within LIMITS_REFRESH_MS
+  const unsubscribe = services.runner.onBatchCommitted((name) => name === rateLimitsProjection.name && void counter.refreshLimits());
+  app.addHook('onReady', () => counter.start());
+  app.addHook('onClose', async () => {
+    unsubscribe();
+    await counter.stop();
+  });
+
+  await app.register(fastifyRateLimit, {
+    global: false,
+    enableDraftSpec: true,
+    timeWindow: RATE_LIMIT_WINDOW_MS,
+    max: (request) => {
+      const companyId = request.apiKey?.companyId;
+      return (companyId != null ? counter.companyLimit(companyId) : undefined) ?? perMinute;
+    },
+    keyGenerator: (request) => request.apiKey!.keyId,
+    store: storeOf(counter) as never,
+    errorResponseBuilder: (_request, context) =>
+      new ApiError(
+        429,
+        `rate limit exceeded: at most ${context.max} ${context.max === 1 ? 'request' : 'requests'} per minute per API key; retry in ${Math.max(1, Math.ceil(context.ttl / 1000))} seconds`,
+        'RATE_LIMITED',
+      ),
+  });
+
+  // The key is known once authentication ran: routes authenticate on onRequest (then the limit is checked before
+  // validation, so a limited client's invalid requests count and are refused too) or on preHandler (checked after
+  // theirs). A route with neither hook has no authenticated key to count (health, metrics, docs, webhooks).
+  const limit = app.rateLimit();
+  const limitAuthenticated = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (request.apiKey !== null) await limit.call(app, request as never, reply as never);
+  };
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (route.onRequest !== undefined) route.preValidation = [...asList(route.preValidation), limitAuthenticated];
+    else if (route.preHandler !== undefined) route.preHandler = [...asList(route.preHandler), limitAuthenticated];
+  });
+}
+
+const asList = <T>(hooks: T | T[] | undefined): T[] => (hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks]);

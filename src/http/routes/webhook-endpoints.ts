@@ -1,0 +1,197 @@
+// Client webhook endpoints (docs/webhooks.md): CRUD, secret rotation, the delivery log, retry and a test event.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import {
+  createWebhookEndpoint, deleteWebhookEndpoint, rotateWebhookSecret, updateWebhookEndpoint, type WebhookEndpointDeps,
+} from '../../commands/webhook-endpoint/handler';
+import { webhookBody, webhookIdOf } from '../../commands/webhook-endpoint/payload';
+import { secretBox } from '../../commands/webhook-endpoint/secrets';
+import { urlRefusal } from '../../adapters/webhooks/address-guard';
+import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks';
+import { dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery } from '../../projections/webhooks/deliveries';
+import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } from '../../projections/webhooks/queries';
+import type { Services } from '../../services';
+import { requireCompany } from '../auth';
+import { badRequest, notFound } from '../errors';
+
+const BASE = '/api/v1/webhook-endpoints/';
+const MAX_PAGE_SIZE = 100;
+
+const eventTypesSchema = z.array(z.enum(WEBHOOK_EVENT_TYPES, { error: `event types must be among: ${WEBHOOK_EVENT_TYPES.join(', ')}` }), { error: 'event_types must be an array' })
+  .min(1, 'event_types must name at least one event type')
+  .transform((types) => [...new Set(types)]);
+const urlSchema = z.string({ error: 'url is required and must be a string' }).trim().min(1, 'url is required').max(2048, 'url is too long');
+const descriptionSchema = z.string({ error: 'description must be a string or null' }).max(500, 'description is too long').nullable();
+
+const createBody = z.object({ url: urlSchema, event_types: eventTypesSchema, description: descriptionSchema.optional() }).strict();
+const patchBody = z.object({
+  url: urlSchema.optional(), event_types: eventTypesSchema.optional(), description: descriptionSchema.optional(),
+  enabled: z.boolean({ error: 'enabled must be a boolean' }).optional(),
+}).strict();
+const idParams = z.object({ id: z.string() });
+const deliveryParams = z.object({ id: z.string(), delivery_id: z.string() });
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const pageQuery = z.object({
+  page: z.coerce.number({ error: 'page must be a positive integer' }).int('page must be a positive integer').min(1, 'page must be a positive integer').default(1),
+  page_size: z.coerce.number({ error: 'page_size must be a positive integer' }).int('page_size must be a positive integer').min(1, 'page_size must be a positive integer').default(20),
+});
+
+const endpointSchema = z.object({
+  id: z.string(), url: z.string(), event_types: z.array(z.string()), description: z.string().nullable(), enabled: z.boolean(),
+  disabled_reason: z.string().nullable(), created_at: z.string(), updated_at: z.string(),
+});
+const withSecret = endpointSchema.extend({ secret: z.string() });
+const errorSchema = z.object({ error: z.string() });
+const attemptSchema = z.object({
+  id: z.number().int(), delivery_id: z.string(), webhook_id: z.string(), event_type: z.string(), attempted_at: z.string(),
+  status_code: z.number().int().nullable(), latency_ms: z.number().int(), error: z.string().nullable(), next_retry_at: z.string().nullable(),
+  delivery_status: z.string(),
+});
+const queuedSchema = z.object({ delivery_id: z.string().nullable(), webhook_id: z.string(), status: z.literal('queued') });
+
+const view = (e: WebhookEndpointRow) => ({
+  id: e.endpointId, url: e.url, event_types: e.eventTypes, description: e.description, enabled: e.enabled,
+  disabled_reason: e.disabledReason, created_at: e.createdAt.toISOString(), updated_at: e.updatedAt.toISOString(),
+});
+
+export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+  const deps: WebhookEndpointDeps = { store: services.store, waiter: services.runner, box: secretBox(services.secrets.apiKeyPepper), now: services.now };
+  const urlRules = { allowHttp: services.config.webhooks.allowHttp, allowPrivate: services.config.webhooks.allowPrivateUrls };
+  const checkUrl = (url: string | undefined) => {
+    const refusal = url === undefined ? null : urlRefusal(url, urlRules);
+    if (refusal) throw badRequest(refusal);
+  };
+  const auth = async (request: FastifyRequest) => {
+    await app.authenticate(request, 'company');
+  };
+  const who = (request: FastifyRequest) => {
+    const key = requireCompany(request.apiKey!);
+    return { actor: key.keyId, companyId: key.companyId };
+  };
+  const endpointOf = async (request: FastifyRequest, id: string) => {
+    const found = UUID.test(id) ? await findWebhookEndpoint(services.pool, who(request).companyId, id) : undefined;
+    if (!found) throw notFound('webhook endpoint not found');
+    return found;
+  };
+  const tags = ['webhook-endpoints'];
+  const plain = { errorShape: 'plain' as const };
+
+  r.post(BASE, {
+    config: { ...plain, idempotent: true },
+    schema: { tags, summary: 'Register a webhook endpoint (the signing secret is returned only here)', body: createBody, response: { 201: withSecret, 400: errorSchema, 401: errorSchema, 403: errorSchema } },
+    preHandler: auth,
+  }, async (request, reply) => {
+    checkUrl(request.body.url);
+    const { endpointId, secret } = await createWebhookEndpoint(deps, who(request), {
+      url: request.body.url, eventTypes: request.body.event_types, description: request.body.description ?? null,
+    }, request.idempotencyKey);
+    return reply.status(201).send({ ...view(await endpointOf(request, endpointId)), secret });
+  });
+
+  r.get(BASE, {
+    config: plain,
+    schema: { tags, summary: "The company's webhook endpoints", response: { 200: z.object({ results: z.array(endpointSchema) }), 401: errorSchema, 403: errorSchema } },
+    preHandler: auth,
+  }, async (request) => ({ results: (await listWebhookEndpoints(services.pool, who(request).companyId)).map(view) }));
+
+  r.get(`${BASE}:id/`, {
+    config: plain,
+    schema: { tags, summary: 'One webhook endpoint', params: idParams, response: { 200: endpointSchema, 401: errorSchema, 404: errorSchema } },
+    preHandler: auth,
+  }, async (request) => view(await endpointOf(request, request.params.id)));
+
+  r.patch(`${BASE}:id/`, {
+    config: plain,
+    schema: { tags, summary: 'Change url, event types or description; enable or disable', params: idParams, body: patchBody, response: { 200: endpointSchema, 400: errorSchema, 401: errorSchema, 404: errorSchema } },
+    preHandler: auth,
+  }, async (request) => {
+    await endpointOf(request, request.params.id);
+    checkUrl(request.body.url);
+    const b = request.body;
+    await updateWebhookEndpoint(deps, who(request), request.params.id, { url: b.url, eventTypes: b.event_types, description: b.description, enabled: b.enabled });
+    return view(await endpointOf(request, request.params.id));
+  });
+
+  r.delete(`${BASE}:id/`, {
+    config: plain,
+    schema: { tags, summary: 'Delete a webhook endpoint (its queued deliveries are dropped)', params: idParams, response: { 204: z.null(), 401: errorSchema, 404: errorSchema } },
+    preHandler: auth,
+  }, async (request, reply) => {
+    await endpointOf(request, request.params.id);
+    await deleteWebhookEndpoint(deps, who(request), request.params.id);
+    await dropPendingDeliveries(services.pool, request.params.id, services.now());
+    return reply.status(204).send(null);
+  });
+
+  r.post(`${BASE}:id/rotate-secret/`, {
+    config: plain,
+    schema: { tags, summary: 'A new signing secret; the previous one keeps signing alongside it for 24 h', params: idParams, response: { 200: withSecret, 401: errorSchema, 404: errorSchema } },
+    preHandler: auth,
+  }, async (request) => {
+    await endpointOf(request, request.params.id);
+    const secret = await rotateWebhookSecret(deps, who(request), request.params.id);
+    return { ...view(await endpointOf(request, request.params.id)), secret };
+  });
+
+  r.get(`${BASE}:id/deliveries/`, {
+    config: plain,
+    schema: {
+      tags, summary: 'Delivery attempts, newest first (paged)', params: idParams, querystring: pageQuery,
+      response: { 200: z.object({ count: z.number().int(), next: z.string().nullable(), previous: z.string().nullable(), results: z.array(attemptSchema) }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
+    },
+    preHandler: auth,
+  }, async (request) => {
+    await endpointOf(request, request.params.id);
+    const { page, page_size } = request.query;
+    const limit = Math.min(page_size, MAX_PAGE_SIZE);
+    const { count, rows } = await listDeliveryAttempts(services.pool, request.params.id, { limit, offset: (page - 1) * limit });
+    return {
+      count, ...pageLinks(request, page, limit, count),
+      results: rows.map((a) => ({
+        id: a.attemptId, delivery_id: a.deliveryId, webhook_id: a.webhookId, event_type: a.eventType, attempted_at: a.attemptedAt.toISOString(),
+        status_code: a.statusCode, latency_ms: a.latencyMs, error: a.error, next_retry_at: a.nextRetryAt?.toISOString() ?? null, delivery_status: a.deliveryStatus,
+      })),
+    };
+  });
+
+  r.post(`${BASE}:id/deliveries/:delivery_id/retry/`, {
+    config: plain,
+    schema: { tags, summary: 'Deliver again now (a failed delivery starts a fresh retry schedule)', params: deliveryParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
+    preHandler: auth,
+  }, async (request, reply) => {
+    await endpointOf(request, request.params.id);
+    const queued = UUID.test(request.params.delivery_id) && await requeueDelivery(services.pool, request.params.id, request.params.delivery_id, services.now());
+    if (!queued) throw notFound('delivery not found');
+    return reply.status(202).send({ delivery_id: request.params.delivery_id, webhook_id: queued.webhookId, status: 'queued' as const });
+  });
+
+  r.post(`${BASE}:id/test/`, {
+    config: plain,
+    schema: { tags, summary: 'Queue a `webhook.test` event to this endpoint (whatever its event types)', params: idParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
+    preHandler: auth,
+  }, async (request, reply) => {
+    const endpoint = await endpointOf(request, request.params.id);
+    const webhookId = webhookIdOf(randomUUID(), 'test');
+    const now = services.now();
+    const payload = webhookBody('webhook.test', now.toISOString(), { endpoint_id: endpoint.endpointId, message: 'test event from Switchboard' });
+    await queueDeliveries(services.pool, [{ endpointId: endpoint.endpointId, companyId: endpoint.companyId, webhookId, eventType: 'webhook.test', payload }], now);
+    const { rows } = await services.pool.query('SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND webhook_id = $2', [endpoint.endpointId, webhookId]);
+    return reply.status(202).send({ delivery_id: rows[0]?.delivery_id ?? null, webhook_id: webhookId, status: 'queued' as const });
+  });
+}
+
+function pageLinks(request: FastifyRequest, pageNumber: number, pageSize: number, count: number): { next: string | null; previous: string | null } {
+  const [path, qs = ''] = request.url.split('?');
+  const base = `${request.protocol}://${request.host}${path}`;
+  const link = (p: number) => {
+    const params = new URLSearchParams(qs);
+    if (p === 1) params.delete('page');
+    else params.set('page', String(p));
+    const s = params.toString();
+    return s ? `${base}?${s}` : base;
+  };
+  return { next: pageNumber * pageSize < count ? link(pageNumber + 1) : null, previous: pageNumber > 1 ? link(pageNumber - 1) : null };
+}

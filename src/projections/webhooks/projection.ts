@@ -1,0 +1,65 @@
+import type { Projection } from '../projection';
+import { WEBHOOK_ENDPOINT_EVENT_TYPES, type WebhookEndpointEvent } from '../../events/webhooks';
+
+// Clients' webhook endpoints (docs/webhooks.md). Secrets stay sealed (ciphertext) here as in the events.
+// `created_position`: the fan-out gives an endpoint only events logged after it was created.
+
+export const WEBHOOKS_SCHEMA = 'rm_webhooks';
+
+export const webhooksProjection: Projection = {
+  name: 'webhooks',
+  version: 1,
+  schema: WEBHOOKS_SCHEMA,
+  handles: WEBHOOK_ENDPOINT_EVENT_TYPES,
+  ddl: `
+    CREATE TABLE IF NOT EXISTS endpoints (
+      endpoint_id      text PRIMARY KEY,
+      company_id       integer NOT NULL,
+      url              text NOT NULL,
+      event_types      text[] NOT NULL,
+      description      text,
+      enabled          boolean NOT NULL,
+      disabled_reason  text,
+      secret           text NOT NULL,
+      previous_secret  text,
+      previous_valid_until timestamptz,
+      created_at       timestamptz NOT NULL,
+      updated_at       timestamptz NOT NULL,
+      created_position text NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS endpoints_company ON endpoints (company_id, created_at);`,
+  async apply(tx, event) {
+    const e = { type: event.type, data: event.data } as WebhookEndpointEvent;
+    const at = event.metadata.at;
+    switch (e.type) {
+      case 'WebhookEndpointCreated':
+        await tx.query(
+          `INSERT INTO endpoints (endpoint_id, company_id, url, event_types, description, enabled, secret, created_at, updated_at, created_position)
+           VALUES ($1, $2, $3, $4, $5, true, $6, $7, $7, $8) ON CONFLICT (endpoint_id) DO NOTHING`,
+          [e.data.endpointId, e.data.companyId, e.data.url, e.data.eventTypes, e.data.description, e.data.secret, e.data.createdAt, event.position],
+        );
+        return;
+      case 'WebhookEndpointChanged':
+        await tx.query('UPDATE endpoints SET url = $2, event_types = $3, description = $4, updated_at = $5 WHERE endpoint_id = $1',
+          [e.data.endpointId, e.data.url, e.data.eventTypes, e.data.description, at]);
+        return;
+      case 'WebhookEndpointDisabled':
+        await tx.query('UPDATE endpoints SET enabled = false, disabled_reason = $2, updated_at = $3 WHERE endpoint_id = $1', [e.data.endpointId, e.data.reason, at]);
+        return;
+      case 'WebhookEndpointEnabled':
+        await tx.query('UPDATE endpoints SET enabled = true, disabled_reason = NULL, updated_at = $2 WHERE endpoint_id = $1', [e.data.endpointId, at]);
+        return;
+      case 'WebhookEndpointSecretRotated':
+        // idempotent: a redelivered rotation finds its secret current already
+        await tx.query(
+          `UPDATE endpoints SET previous_secret = secret, secret = $2, previous_valid_until = $3, updated_at = $4
+            WHERE endpoint_id = $1 AND secret <> $2`,
+          [e.data.endpointId, e.data.secret, e.data.previousSecretValidUntil, at],
+        );
+        return;
+      case 'WebhookEndpointDeleted':
+        await tx.query('DELETE FROM endpoints WHERE endpoint_id = $1', [e.data.endpointId]);
+        return;
+    }
+  },
+};

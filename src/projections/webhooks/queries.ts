@@ -1,0 +1,53 @@
+import type { Pool, PoolClient } from 'pg';
+import { WEBHOOKS_SCHEMA } from './projection';
+
+type Db = Pool | PoolClient;
+const S = WEBHOOKS_SCHEMA;
+
+export interface WebhookEndpointRow {
+  endpointId: string;
+  companyId: number;
+  url: string;
+  eventTypes: string[];
+  description: string | null;
+  enabled: boolean;
+  disabledReason: string | null;
+  /** sealed */
+  secret: string;
+  /** sealed; signs alongside `secret` until previousValidUntil */
+  previousSecret: string | null;
+  previousValidUntil: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+  createdPosition: string;
+}
+
+const COLUMNS = `endpoint_id, company_id, url, event_types, description, enabled, disabled_reason, secret, previous_secret,
+  previous_valid_until, created_at, updated_at, created_position`;
+
+const toRow = (r: any): WebhookEndpointRow => ({
+  endpointId: r.endpoint_id, companyId: r.company_id, url: r.url, eventTypes: r.event_types, description: r.description,
+  enabled: r.enabled, disabledReason: r.disabled_reason, secret: r.secret, previousSecret: r.previous_secret,
+  previousValidUntil: r.previous_valid_until, createdAt: r.created_at, updatedAt: r.updated_at, createdPosition: r.created_position,
+});
+
+export async function listWebhookEndpoints(db: Db, companyId: number): Promise<WebhookEndpointRow[]> {
+  const { rows } = await db.query(`SELECT ${COLUMNS} FROM ${S}.endpoints WHERE company_id = $1 ORDER BY created_at, endpoint_id`, [companyId]);
+  return rows.map(toRow);
+}
+
+export async function findWebhookEndpoint(db: Db, companyId: number, endpointId: string): Promise<WebhookEndpointRow | undefined> {
+  const { rows } = await db.query(`SELECT ${COLUMNS} FROM ${S}.endpoints WHERE company_id = $1 AND endpoint_id = $2`, [companyId, endpointId]);
+  return rows[0] ? toRow(rows[0]) : undefined;
+}
+
+/** Enabled endpoints of these companies (the fan-out's subscribers). */
+export async function enabledEndpointsOf(db: Db, companyIds: readonly number[]): Promise<WebhookEndpointRow[]> {
+  const { rows } = await db.query(`SELECT ${COLUMNS} FROM ${S}.endpoints WHERE enabled AND company_id = ANY($1::int[])`, [companyIds]);
+  return rows.map(toRow);
+}
+
+export async function endpointsById(db: Db, endpointIds: readonly string[]): Promise<Map<string, WebhookEndpointRow>> {
+  const { rows } = await db.query(`SELECT ${COLUMNS} FROM ${S}.endpoints WHERE endpoint_id = ANY($1::text[])`, [endpointIds]);
+  return new Map(rows.map((r) => [r.endpoint_id, toRow(r)]));
+}

@@ -1,0 +1,126 @@
+import type { Services } from '../services';
+import { START, type Position } from '../ports/event-store';
+import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
+import { enabledEndpointsOf } from '../projections/webhooks/queries';
+import { sendsProjection } from '../projections/sends/projection';
+import { bulkProjection } from '../projections/bulk/projection';
+import { webhooksProjection } from '../projections/webhooks/projection';
+import { SOURCE_EVENT_TYPES, toWebhookEvents } from './webhook-events';
+
+// The fan-out (docs/webhooks.md): reads the event log from its checkpoint and queues one delivery per (webhook
+// event, subscribed endpoint) in the same transaction as the new checkpoint. A session advisory lock lets one
+// process fan out at a time (a dead process's session ends and frees it); a crash repeats a batch, and the
+// deliveries it queues again are recognised (unique per endpoint and webhook-id).
+
+const NAME = 'fanout';
+const LOCK = 'webhooks:fanout';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface FanOutOptions {
+  batchSize?: number;
+  /** pause between batches that were not full, so sends are fanned out in batches (hot path) */
+  gatherMs?: number;
+  pollMs?: number;
+}
+
+export function startWebhookFanOut(services: Services, options: FanOutOptions = {}): { stop(): Promise<void> } {
+  const batchSize = options.batchSize ?? 1000;
+  const gatherMs = options.gatherMs ?? 50;
+  const pollMs = options.pollMs ?? 250;
+  let running = true;
+  let wake: (() => void) | undefined;
+  const unsubscribe = services.store.onAppended(() => wake?.());
+
+  const loop = (async () => {
+    await services.pool.query(`INSERT INTO webhooks.fanout_checkpoint (name, position) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [NAME, START]);
+    let failures = 0;
+    while (running) {
+      let read = 0;
+      try {
+        read = await fanOutBatch(services, batchSize);
+        failures = 0;
+      } catch (err) {
+        failures++;
+        services.logger.error({ err }, 'webhook fan-out batch failed');
+        await sleep(Math.min(5000, 50 * 2 ** Math.min(failures, 7)));
+        continue;
+      }
+      if (read >= batchSize) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => { wake = undefined; resolve(); }, pollMs);
+        wake = () => { clearTimeout(timer); wake = undefined; setTimeout(resolve, gatherMs); };
+      });
+    }
+  })();
+
+  return {
+    async stop() {
+      running = false;
+      unsubscribe();
+      wake?.();
+      await loop;
+    },
+  };
+}
+
+/**
+ * One batch; returns how many log events it read (0: nothing new, or another process holds the fan-out).
+ * Only the last step is a transaction (the deliveries and the new checkpoint, together): an open transaction
+ * would hold back every reader of the event log (readAll stops below the oldest running transaction).
+ */
+export async function fanOutBatch(services: Services, batchSize: number): Promise<number> {
+  const client = await services.pool.connect();
+  let locked = false;
+  let broken: Error | undefined;
+  try {
+    locked = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [LOCK])).rows[0].ok;
+    if (!locked) return 0;
+    const cp = await client.query<{ position: string }>('SELECT position FROM webhooks.fanout_checkpoint WHERE name = $1', [NAME]);
+    const batch = await services.store.readAll(cp.rows[0].position as Position, batchSize);
+    if (batch.events.length === 0) return 0;
+    const relevant = batch.events.filter((e) => SOURCE_EVENT_TYPES.includes(e.type));
+    const deliveries: NewDelivery[] = [];
+    if (relevant.length > 0) {
+      const companies = [...new Set(relevant.map((e) => (e.data as { companyId: number }).companyId))];
+      // the endpoint list and the status records must include this batch: let those read models pass it first
+      const last = batch.events[batch.events.length - 1].position;
+      await services.runner.waitFor(last, [webhooksProjection], 30_000);
+      const subscribed = await enabledEndpointsOf(client, companies);
+      if (subscribed.length > 0) {
+        await services.runner.waitFor(last, [sendsProjection, bulkProjection], 30_000);
+        for (const w of await toWebhookEvents(services.pool, relevant)) {
+          for (const ep of subscribed) {
+            if (ep.companyId !== w.companyId || !ep.eventTypes.includes(w.type)) continue;
+            if (services.store.comparePositions(w.position as Position, ep.createdPosition as Position) <= 0) continue;
+            deliveries.push({ endpointId: ep.endpointId, companyId: w.companyId, webhookId: w.webhookId, eventType: w.type, payload: w.payload });
+          }
+        }
+      }
+    }
+    try {
+      await client.query('BEGIN');
+      await queueDeliveries(client, deliveries, services.now());
+      await client.query('UPDATE webhooks.fanout_checkpoint SET position = $2, updated_at = now() WHERE name = $1', [NAME, batch.nextPosition]);
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+    if (deliveries.length > 0) notifySender();
+    return batch.events.length;
+  } finally {
+    if (locked) await client.query('SELECT pg_advisory_unlock(hashtext($1))', [LOCK]).catch((err: Error) => (broken = err));
+    // a session whose unlock failed is closed, which releases the lock
+    client.release(broken);
+  }
+}
+
+// In-process nudge: the sender of this process looks at once instead of at its next poll.
+const senderWakers = new Set<() => void>();
+export const onDeliveriesQueued = (wake: () => void): (() => void) => {
+  senderWakers.add(wake);
+  return () => senderWakers.delete(wake);
+};
+export const notifySender = (): void => {
+  for (const w of senderWakers) w();
+};

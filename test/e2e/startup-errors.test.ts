@@ -1,0 +1,170 @@
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+
+// Every start-up failure an operator can cause: `serve` and `worker` (the built CLI) print one line naming the
+// cause and the fix on stderr, exit 1, and print a stack trace only with LOG_LEVEL=debug.
+const ROOT = resolve(__dirname, '../..');
+const CLI = join(ROOT, 'dist/cli.js');
+const SECRETS = { ANONYMIZATION_SECRET: 'startup-errors-anon', API_KEY_PEPPER: 'startup-errors-pepper' };
+const STACK_LINE = /^\s+at /m;
+
+type Role = 'serve' | 'worker';
+
+const listening = (port = 0) =>
+  new Promise<Server>((ok, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(port, '127.0.0.1', () => ok(s));
+  });
+const portOf = (s: Server) => (s.address() as { port: number }).port;
+const close = (s: Server) => new Promise<void>((ok) => s.close(() => ok()));
+
+/** A port nothing listens on: bound, then released. */
+async function closedPort(): Promise<number> {
+  const s = await listening();
+  const port = portOf(s);
+  await close(s);
+  return port;
+}
+
+function dataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'switchboard-startup-'));
+  // mkdtemp makes it 0700; as root the embedded Postgres runs as the postgres user, who must reach it
+  chmodSync(dir, 0o755);
+  dirs.push(dir);
+  return dir;
+}
+const dirs: string[] = [];
+
+function start(role: Role, env: Record<string, string>) {
+  const result = spawnSync(process.execPath, [CLI, role], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  const stderrLines = result.stderr.split('\n').filter((l) => l.trim() !== '');
+  return { status: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr, stderrLines };
+}
+
+/** Exit 1, one line on stderr matching every pattern, no stack trace anywhere; returns the line. */
+function expectOneLine(run: ReturnType<typeof start>, ...patterns: RegExp[]): string {
+  expect({ status: run.status, signal: run.signal, stderrLines: run.stderrLines.length }).toEqual({ status: 1, signal: null, stderrLines: 1 });
+  const [line] = run.stderrLines;
+  expect(line).toMatch(/^switchboard: cannot start: /);
+  for (const p of patterns) expect(line).toMatch(p);
+  expect(run.stderr).not.toMatch(STACK_LINE);
+  expect(run.stdout).not.toMatch(STACK_LINE);
+  return line;
+}
+
+const built = existsSync(CLI);
+if (!built) console.warn(`start-up errors suite skipped: ${CLI} is missing (run \`npm run build\`; \`npm test\` builds first)`);
+const d = built ? describe : describe.skip;
+
+d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('port in use', () => {
+    let taken: Server;
+    beforeAll(async () => {
+      taken = await listening();
+    });
+    afterAll(() => close(taken));
+
+    it('serve: names the port and says to free it or set PORT; the embedded Postgres it started is stopped', () => {
+      const dir = dataDir();
+      const port = portOf(taken);
+      const run = start('serve', { DATA_DIR: dir, PORT: String(port) });
+      expectOneLine(run, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use by another process`), /stop that process or set PORT to a free port/);
+      expect(existsSync(join(dir, 'pg', 'PG_VERSION'))).toBe(true); // the failure came after Postgres had started
+      const orphans = spawnSync('pgrep', ['-f', dir], { encoding: 'utf8' });
+      expect(orphans.stdout).toBe('');
+      expect(orphans.status).toBe(1); // pgrep: no process matched
+    });
+
+    it('serve with LOG_LEVEL=debug: the same line first, then the stack', () => {
+      const port = portOf(taken);
+      const run = start('serve', { DATABASE_URL: db.url, ...SECRETS, PORT: String(port), LOG_LEVEL: 'debug' });
+      expect(run.status).toBe(1);
+      expect(run.stderrLines[0]).toBe(
+        `switchboard: cannot start: port ${port} on 127.0.0.1 is already in use by another process; stop that process or set PORT to a free port`,
+      );
+      expect(run.stderr).toMatch(STACK_LINE);
+      expect(run.stderr).toContain('EADDRINUSE');
+    });
+  });
+
+  describe('unwritable DATA_DIR', () => {
+    it('serve: a DATA_DIR below a regular file', () => {
+      const file = join(dataDir(), 'a-file');
+      writeFileSync(file, '');
+      const run = start('serve', { DATA_DIR: join(file, 'data') });
+      expectOneLine(
+        run,
+        new RegExp(`DATA_DIR ${join(file, 'data')} cannot be created or written \\(a part of the path is a file, not a folder\\)`),
+        /set DATA_DIR to a folder this user can create and write, or set DATABASE_URL/,
+      );
+    });
+
+    it('worker: a DATA_DIR the kernel refuses (/proc)', () => {
+      const run = start('worker', { DATA_DIR: '/proc/switchboard-data' });
+      expectOneLine(run, /DATA_DIR \/proc\/switchboard-data cannot be created or written/, /set DATA_DIR to a folder this user can create and write/);
+    });
+  });
+
+  describe('bad DATABASE_URL', () => {
+    it.each<[Role, string]>([
+      ['serve', 'not-a-url'],
+      ['worker', 'mysql://u:p@127.0.0.1:3306/db'],
+    ])('%s: DATABASE_URL=%s is named as not a postgres URL', (role, url) => {
+      const line = expectOneLine(start(role, { DATABASE_URL: url, ...SECRETS }), /correct those environment variables/);
+      expect(line).toBe(
+        'switchboard: cannot start: invalid configuration: DATABASE_URL: not a postgres:// URL (postgres://user:password@host:5432/database); '
+          + 'correct those environment variables and start again',
+      );
+    });
+  });
+
+  describe('Postgres not reachable', () => {
+    it.each<Role>(['serve', 'worker'])('%s: names the address, after the bounded wait (STARTUP_WAIT_S)', async (role) => {
+      const port = await closedPort();
+      const run = start(role, { DATABASE_URL: `postgres://u:secret-pw@127.0.0.1:${port}/db`, ...SECRETS, STARTUP_WAIT_S: '1' });
+      const line = expectOneLine(
+        run,
+        new RegExp(`Postgres at 127\\.0\\.0\\.1:${port}/db is not reachable \\(connection refused; retried for 1 s\\)`),
+        /start Postgres or correct the host and port in DATABASE_URL/,
+      );
+      expect(line).not.toContain('secret-pw');
+    });
+  });
+
+  describe('Kafka brokers unreachable', () => {
+    it.each<Role>(['serve', 'worker'])('%s: names the brokers, after the bounded wait (STARTUP_WAIT_S)', async (role) => {
+      const port = await closedPort();
+      const run = start(role, { DATABASE_URL: db.url, ...SECRETS, KAFKA_BROKERS: `127.0.0.1:${port}`, STARTUP_WAIT_S: '1' });
+      expectOneLine(
+        run,
+        new RegExp(`the Kafka brokers 127\\.0\\.0\\.1:${port} did not answer within 1 s`),
+        /start Kafka or correct KAFKA_BROKERS/,
+      );
+    });
+  });
+
+  describe('invalid configuration', () => {
+    it.each<Role>(['serve', 'worker'])('%s: every invalid variable on the one line', (role) => {
+      const line = expectOneLine(start(role, { PORT: 'abc', LOG_LEVEL: 'loud' }), /correct those environment variables and start again$/);
+      expect(line).toMatch(/^switchboard: cannot start: invalid configuration: PORT: [^;]+; LOG_LEVEL: [^;]+; correct/);
+    });
+  });
+});

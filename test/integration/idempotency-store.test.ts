@@ -1,0 +1,90 @@
+import { IdempotencyStore, KEY_TTL_MS } from '../../src/http/idempotency-store';
+import { canonicalJson } from '../../src/http/idempotency';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+
+// The idempotency_keys table on real Postgres: claims, answers, releases, lease takeover, expiry and purge.
+
+const T0 = new Date('2026-03-01T10:00:00.000Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+const LEASE = 15_000;
+const ANSWER = { statusCode: 200, contentType: 'application/json; charset=utf-8', body: '{"ok":true}' };
+
+describe('IdempotencyStore', () => {
+  let db: TestDatabase;
+  let store: IdempotencyStore;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    store = new IdempotencyStore(db.pool);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it('the first claim wins; a repeat sees the claim in flight, then the recorded answer', async () => {
+    expect(await store.claim(1, 'a', 'fp1', T0, LEASE)).toEqual({ claimed: true });
+    expect(await store.claim(1, 'a', 'fp1', at(1), LEASE)).toEqual({
+      claimed: false, record: { state: 'in_flight', fingerprint: 'fp1', leaseUntil: at(LEASE) },
+    });
+    await store.complete(1, 'a', 'fp1', ANSWER);
+    expect(await store.claim(1, 'a', 'fp1', at(2), LEASE)).toEqual({ claimed: false, record: { state: 'completed', fingerprint: 'fp1', answer: ANSWER } });
+    expect(await store.claim(1, 'a', 'other', at(3), LEASE)).toEqual({ claimed: false, record: { state: 'completed', fingerprint: 'fp1', answer: ANSWER } });
+  });
+
+  it('of 20 concurrent claims of one key exactly one wins', async () => {
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.claim(1, 'race', 'fp', T0, LEASE)));
+    expect(results.filter((r) => r.claimed)).toHaveLength(1);
+    expect(results.filter((r) => !r.claimed)).toHaveLength(19);
+  });
+
+  it('keys are per company', async () => {
+    expect(await store.claim(2, 'shared', 'fp', T0, LEASE)).toEqual({ claimed: true });
+    expect(await store.claim(3, 'shared', 'fp', T0, LEASE)).toEqual({ claimed: true });
+  });
+
+  it('a released claim (a 5xx) can be claimed again', async () => {
+    await store.claim(1, 'released', 'fp', T0, LEASE);
+    await store.release(1, 'released', 'fp');
+    expect(await store.find(1, 'released')).toBeUndefined();
+    expect(await store.claim(1, 'released', 'fp', at(1), LEASE)).toEqual({ claimed: true });
+  });
+
+  it('a claim past its lease is taken over by the same request only; a renewed lease is not', async () => {
+    await store.claim(1, 'lease', 'fp', T0, LEASE);
+    await store.renew(1, 'lease', 'fp', at(2 * LEASE));
+    expect((await store.claim(1, 'lease', 'fp', at(LEASE), LEASE)).claimed).toBe(false);
+    expect(await store.claim(1, 'lease', 'other', at(2 * LEASE), LEASE)).toEqual({
+      claimed: false, record: { state: 'in_flight', fingerprint: 'fp', leaseUntil: at(2 * LEASE) },
+    });
+    expect(await store.claim(1, 'lease', 'fp', at(2 * LEASE), LEASE)).toEqual({ claimed: true });
+  });
+
+  it('an answer is not recorded over a claim another request took over', async () => {
+    await store.claim(1, 'taken', 'fp', T0, LEASE);
+    await store.release(1, 'taken', 'fp');
+    await store.claim(1, 'taken', 'fp2', at(1), LEASE);
+    await store.complete(1, 'taken', 'fp', ANSWER);
+    expect(await store.find(1, 'taken')).toEqual({ state: 'in_flight', fingerprint: 'fp2', leaseUntil: at(1 + LEASE) });
+  });
+
+  it('a record is forgotten 24 h after its claim and purged', async () => {
+    await store.claim(4, 'old', 'fp', T0, LEASE);
+    await store.complete(4, 'old', 'fp', ANSWER);
+    expect((await store.claim(4, 'old', 'new', at(KEY_TTL_MS - 1), LEASE)).claimed).toBe(false);
+    expect(await store.claim(4, 'old', 'new', at(KEY_TTL_MS), LEASE)).toEqual({ claimed: true });
+    await store.claim(4, 'purged', 'fp', T0, LEASE);
+    expect(await store.purgeExpired(at(KEY_TTL_MS - 1))).toBe(0);
+    const purged = await store.purgeExpired(at(KEY_TTL_MS));
+    expect(purged).toBeGreaterThanOrEqual(1);
+    expect(await store.find(4, 'purged')).toBeUndefined();
+    expect(await store.find(4, 'old')).toEqual({ state: 'in_flight', fingerprint: 'new', leaseUntil: at(KEY_TTL_MS + LEASE) });
+  });
+});
+
+describe('canonicalJson', () => {
+  it('sorts keys at every depth and drops undefined members', () => {
+    expect(canonicalJson({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: undefined } })).toBe('{"a":{"d":[1,{"x":1,"y":2}]},"b":1}');
+    expect(canonicalJson({ a: 1, b: 2 })).toBe(canonicalJson({ b: 2, a: 1 }));
+    expect(canonicalJson(null)).toBe('null');
+  });
+});

@@ -1,0 +1,160 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { seedFixture } from '../../src/commands/provisioning/seed';
+import type { Resolver } from '../../src/adapters/webhooks/address-guard';
+import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
+import { queueDeliveries } from '../../src/projections/webhooks/deliveries';
+import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
+import { startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
+import { createTestApp } from '../support/services';
+import { SHOP, sendsFixture, waitUntil } from '../support/sends';
+import { startReceiver } from '../support/webhook-receiver';
+
+// The sender's delivery rules on real Postgres and a real receiver (docs/webhooks.md, "Delivery"): several senders
+// share the queue without sending an event twice, an endpoint failing every attempt for 5 days is disabled,
+// the timeout, the capped response body and the address guard at connection time.
+
+const BASE = '/api/v1/webhook-endpoints/';
+
+describe('webhook sender', () => {
+  let t: Awaited<ReturnType<typeof createTestApp>>;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true' } });
+    await seedFixture(t.services, sendsFixture(), { actor: 'test' });
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await t?.close();
+  });
+
+  const register = async (path: string) => {
+    const res = await t.app.inject({ method: 'POST', url: BASE, headers: { 'x-api-key': SHOP.key }, payload: { url: receiver.url(path), event_types: ['message.sent'] } });
+    expect(res.statusCode).toBe(201);
+    return res.json() as { id: string };
+  };
+  const queue = (endpointId: string, count: number, prefix: string, now = t.services.now()) =>
+    queueDeliveries(t.db.pool, Array.from({ length: count }, (_, i) => ({
+      endpointId, companyId: SHOP.companyId, webhookId: `msg_${prefix}${i}`, eventType: 'message.sent', payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { i } }),
+    })), now);
+
+  it('two senders on one database share the queue at the same time, and send no event twice', async () => {
+    const ep = await register('/shared');
+    const COUNT = 400;
+    const BATCH = 50;
+    await queue(ep.id, COUNT, 'shared');
+    // answers are held until more requests are in flight than one sender (one round at a time) can hold: both must be sending
+    let inFlight = 0;
+    let peak = 0;
+    let open!: () => void;
+    const opened = new Promise<void>((ok) => (open = ok));
+    receiver.respond(async (r) => {
+      if (r.path !== '/shared') return 204;
+      peak = Math.max(peak, ++inFlight);
+      if (inFlight > BATCH) open();
+      await opened;
+      inFlight--;
+      return 204;
+    });
+    const senders = [startWebhookSender(t.services, { batchSize: BATCH, pollMs: 20, concurrency: 1 }), startWebhookSender(t.services, { batchSize: BATCH, pollMs: 20, concurrency: 1 })];
+    try {
+      await waitUntil(async () => receiver.received.filter((r) => r.path === '/shared').length >= COUNT, 30_000, 'every delivery');
+      await new Promise((r) => setTimeout(r, 200)); // nothing more arrives
+    } finally {
+      for (const s of senders) await s.stop();
+    }
+    const ids = receiver.received.filter((r) => r.path === '/shared').map((r) => r.headers['webhook-id']);
+    expect(ids).toHaveLength(COUNT);
+    expect(new Set(ids).size).toBe(COUNT);
+    expect(peak).toBeGreaterThan(BATCH);
+    const rows = await t.db.pool.query(`SELECT status, attempts, count(*)::int AS n FROM webhooks.deliveries WHERE endpoint_id = $1 GROUP BY 1, 2`, [ep.id]);
+    expect(rows.rows).toEqual([{ status: 'succeeded', attempts: 1, n: COUNT }]);
+  });
+
+  it('an endpoint failing every attempt for 5 days is disabled (reason failing); one success resets the streak', async () => {
+    const ep = await register('/failing');
+    let up = false;
+    receiver.respond((r) => (r.path === '/failing' && !up ? 500 : 204));
+    let clock = Date.parse('2026-03-01T10:00:00.000Z');
+    const services = { ...t.services, now: () => new Date(clock) };
+    const sender = startWebhookSender(services, { pollMs: 10, schedule: [60_000] });
+    const attempts = async () => (await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhooks.attempts WHERE endpoint_id = $1', [ep.id])).rows[0].n;
+    const enabled = async () => (await t.app.inject({ method: 'GET', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key } })).json();
+    try {
+      await queue(ep.id, 1, 'fail-a', new Date(clock));
+      await waitUntil(async () => (await attempts()) === 1, 10_000, 'the first failed attempt');
+      // 4 days on: a success clears the streak
+      clock += 4 * 24 * 3600_000;
+      up = true;
+      await queue(ep.id, 1, 'fail-b', new Date(clock));
+      await waitUntil(async () => (await attempts()) >= 3, 10_000, 'the retry and the success');
+      up = false;
+      // failing again, for just under and then just over 5 days
+      await queue(ep.id, 1, 'fail-c', new Date(clock));
+      await waitUntil(async () => (await attempts()) === 4, 10_000, 'a new failure');
+      clock += FAILING_DISABLE_AFTER_MS - 60_000;
+      await queue(ep.id, 1, 'fail-d', new Date(clock));
+      await waitUntil(async () => (await attempts()) === 6, 10_000, 'failures just under 5 days'); // fail-c's retry and fail-d
+      expect(await enabled()).toMatchObject({ enabled: true });
+      clock += 2 * 60_000;
+      await queue(ep.id, 1, 'fail-e', new Date(clock));
+      const shown = await waitUntil(async () => {
+        const e = await enabled();
+        return e.enabled === false && e;
+      }, 10_000, 'the endpoint disabled');
+      expect(shown).toMatchObject({ enabled: false, disabled_reason: 'failing' });
+    } finally {
+      await sender.stop();
+    }
+  });
+
+  describe('the HTTP client', () => {
+    let server: Server;
+    let port: number;
+    beforeAll(async () => {
+      server = createServer((req, res) => {
+        if (req.url === '/slow') return; // never answers
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end('x'.repeat(1024 * 1024));
+      });
+      await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+      port = (server.address() as AddressInfo).port;
+    });
+    afterAll(async () => {
+      server.closeAllConnections();
+      await new Promise<void>((ok) => server.close(() => ok()));
+    });
+
+    it('the sender waits 10 s for an answer and reads at most 64 KiB of it', () => {
+      expect([WEBHOOK_TIMEOUT_MS, WEBHOOK_MAX_RESPONSE_BYTES]).toEqual([10_000, 64 * 1024]);
+    });
+
+    it('gives up at the timeout: no status, the error says so', async () => {
+      const client = new WebhookHttpClient({ timeoutMs: 300, maxBodyBytes: 1024, allowPrivate: true });
+      const res = await client.post({ url: `http://127.0.0.1:${port}/slow`, headers: {}, body: '{}' });
+      client.close();
+      expect(res).toEqual({ statusCode: null, error: 'timed out after 300 ms', body: '', latencyMs: expect.any(Number) });
+    });
+
+    it('reads the response body up to the cap only', async () => {
+      const client = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: true });
+      const res = await client.post({ url: `http://127.0.0.1:${port}/big`, headers: {}, body: '{}' });
+      client.close();
+      expect(res).toEqual({ statusCode: 200, error: null, body: 'x'.repeat(1000), latencyMs: expect.any(Number) });
+    });
+
+    it('refuses, at connection time, a public name whose DNS answer now points to a private address (rebinding)', async () => {
+      // the outside DNS: hooks.example answered a public address at registration, and now a loopback one
+      const rebound: Resolver = (_host, _options, callback) => callback(null, [{ address: '127.0.0.1', family: 4 }]);
+      const client = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: false, resolve: rebound });
+      const res = await client.post({ url: `http://hooks.example:${port}/big`, headers: {}, body: '{}' });
+      client.close();
+      expect(res).toMatchObject({ statusCode: null, error: 'hooks.example resolves to a forbidden address (127.0.0.1)' });
+      const allowed = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, resolve: rebound });
+      expect(await allowed.post({ url: `http://127.0.0.1:${port}/big`, headers: {}, body: '{}' })).toMatchObject({ statusCode: 200 });
+      allowed.close();
+    });
+  });
+});

@@ -1,0 +1,83 @@
+import { webhookEndpointDecider, type Command } from '../../src/commands/webhook-endpoint/decider';
+import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
+import { nextRetryDelay, RETRY_SCHEDULE_MS } from '../../src/workers/webhook-schedule';
+import type { WebhookEndpointEvent } from '../../src/events/webhooks';
+import { spec } from '../support/decider';
+
+const endpointId = '0d7a3c52-6a35-4c0f-9a1e-5b8c2f1d9e01';
+const now = new Date('2026-03-01T10:00:00.000Z');
+const later = new Date('2026-03-02T09:30:00.000Z');
+const created: WebhookEndpointEvent = {
+  type: 'WebhookEndpointCreated',
+  data: { endpointId, companyId: 101, url: 'https://hooks.example/in', eventTypes: ['message.delivered'], description: null, secret: 'sealed-1', createdAt: now.toISOString() },
+};
+const disabled = (reason: 'client' | 'gone' | 'failing'): WebhookEndpointEvent => ({ type: 'WebhookEndpointDisabled', data: { endpointId, companyId: 101, reason, at: later.toISOString() } });
+const deleted: WebhookEndpointEvent = { type: 'WebhookEndpointDeleted', data: { endpointId, companyId: 101, at: later.toISOString() } };
+const update = (change: Omit<Extract<Command, { type: 'UpdateEndpoint' }>, 'type' | 'now'>): Command => ({ type: 'UpdateEndpoint', ...change, now: later });
+
+describe('webhook endpoint decider', () => {
+  const s = spec(webhookEndpointDecider);
+
+  it('creates an enabled endpoint with its sealed secret; a repeated create changes nothing', () => {
+    const create: Command = { type: 'CreateEndpoint', endpointId, companyId: 101, url: 'https://hooks.example/in', eventTypes: ['message.delivered'], description: null, secret: 'sealed-1', now };
+    s.given([]).when(create).then([created]);
+    s.given([created]).when(create).then([]);
+  });
+
+  it('records a change only of what differs, with the full new values', () => {
+    s.given([created]).when(update({ url: 'https://hooks.example/in', eventTypes: ['message.delivered'] })).then([]);
+    s.given([created]).when(update({ eventTypes: ['message.read', 'message.failed'], description: 'CRM' })).then([{
+      type: 'WebhookEndpointChanged',
+      data: { endpointId, companyId: 101, url: 'https://hooks.example/in', eventTypes: ['message.read', 'message.failed'], description: 'CRM' },
+    }]);
+  });
+
+  it('disables and enables by the client, each only when it changes the state', () => {
+    s.given([created]).when(update({ enabled: false })).then([disabled('client')]);
+    s.given([created, disabled('client')]).when(update({ enabled: false })).then([]);
+    s.given([created, disabled('gone')]).when(update({ enabled: true })).then([{ type: 'WebhookEndpointEnabled', data: { endpointId, companyId: 101, at: later.toISOString() } }]);
+    s.given([created]).when(update({ enabled: true })).then([]);
+  });
+
+  it('is disabled by the system for a 410 or 5 days of failures, once', () => {
+    s.given([created]).when({ type: 'DisableEndpoint', reason: 'gone', now: later }).then([disabled('gone')]);
+    s.given([created, disabled('gone')]).when({ type: 'DisableEndpoint', reason: 'failing', now: later }).then([]);
+    s.given([created, deleted]).when({ type: 'DisableEndpoint', reason: 'failing', now: later }).then([]);
+  });
+
+  it('rotates the secret keeping the previous one valid for 24 h', () => {
+    s.given([created]).when({ type: 'RotateSecret', secret: 'sealed-2', now: later }).then([{
+      type: 'WebhookEndpointSecretRotated',
+      data: { endpointId, companyId: 101, secret: 'sealed-2', previousSecretValidUntil: '2026-03-03T09:30:00.000Z' },
+    }]);
+  });
+
+  it('deletes; a deleted or unknown endpoint refuses every client command', () => {
+    s.given([created]).when({ type: 'DeleteEndpoint', now: later }).then([deleted]);
+    for (const given of [[], [created, deleted]]) {
+      s.given(given).when({ type: 'DeleteEndpoint', now: later }).thenThrows('ENDPOINT_NOT_FOUND');
+      s.given(given).when(update({ enabled: false })).thenThrows('ENDPOINT_NOT_FOUND');
+      s.given(given).when({ type: 'RotateSecret', secret: 'x', now: later }).thenThrows('ENDPOINT_NOT_FOUND');
+    }
+  });
+});
+
+describe('webhook secrets and retry schedule', () => {
+  it('seals a secret so that only the same server secret opens it', () => {
+    const box = secretBox('pepper-a');
+    const sealed = box.seal('whsec_c2VjcmV0');
+    expect(sealed).not.toContain('whsec_');
+    expect(box.open(sealed)).toBe('whsec_c2VjcmV0');
+    expect(() => secretBox('pepper-b').open(sealed)).toThrow();
+  });
+
+  it('waits 5 s, 30 s, 2 min ... for about three days with ±20 % jitter, then stops', () => {
+    const total = RETRY_SCHEDULE_MS.reduce((a, b) => a + b, 0);
+    expect(total / 3_600_000).toBeCloseTo(71.7, 1);
+    expect(nextRetryDelay(RETRY_SCHEDULE_MS, 1, () => 0)).toBe(4000);
+    expect(nextRetryDelay(RETRY_SCHEDULE_MS, 1, () => 1)).toBe(6000);
+    expect(nextRetryDelay(RETRY_SCHEDULE_MS, 2, () => 0.5)).toBe(30_000);
+    expect(nextRetryDelay(RETRY_SCHEDULE_MS, RETRY_SCHEDULE_MS.length, () => 0.5)).toBe(12 * 3_600_000);
+    expect(nextRetryDelay(RETRY_SCHEDULE_MS, RETRY_SCHEDULE_MS.length + 1)).toBeUndefined();
+  });
+});

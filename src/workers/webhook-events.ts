@@ -5,7 +5,7 @@ import type { BulkEventData } from '../events/bulk';
 import type { SendEvent } from '../events/sends';
 import { webhookBody, webhookIdOf } from '../commands/webhook-endpoint/payload';
 import { findSendsByIds, type SendRecord } from '../projections/sends/queries';
-import { findContactForRecipient } from '../projections/sends/contacts';
+import { findContactsForRecipients } from '../projections/sends/contacts';
 import { getBulkSend } from '../projections/bulk/queries';
 import { BULK_SCHEMA } from '../projections/bulk/projection';
 
@@ -142,16 +142,8 @@ async function loadSends(pool: Pool, events: readonly RecordedEvent[]): Promise<
   const ids = new Set<string>();
   for (const e of events) if (e.type === 'TemplateSendAccepted' || e.type === 'TemplateSendRejected' || e.type === 'DeliveryStatusRecorded') ids.add((e.data as { sendId: string }).sendId);
   const sends = await findSendsByIds(pool, [...ids]);
-  // one contact lookup per recipient, however many of the batch's sends went to it
-  const contacts = new Map<string, Promise<Contact>>();
-  const contactOf = (s: SendRecord) => {
-    const key = `${s.companyId}:${s.recipientE164}`;
-    if (!contacts.has(key)) contacts.set(key, findContactForRecipient(pool, s.companyId, s.recipientE164));
-    return contacts.get(key)!;
-  };
-  const found = new Map<string, { send: SendRecord; contact: Contact }>();
-  await Promise.all(sends.map(async (send) => found.set(send.sendId, { send, contact: await contactOf(send) })));
-  return found;
+  const contacts = await findContactsForRecipients(pool, sends.map((s) => ({ companyId: s.companyId, e164: s.recipientE164 })));
+  return new Map(sends.map((send) => [send.sendId, { send, contact: contacts.get(`${send.companyId}:${send.recipientE164}`) ?? null }]));
 }
 
 interface BulkMessage { id: string; recipient_phone: string; variables: Record<string, unknown>; processed_at: Date | null; delivered_at: Date | null }

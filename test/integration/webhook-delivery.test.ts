@@ -64,7 +64,7 @@ describe('webhook delivery to a real receiver', () => {
 
   it('signs with Standard Webhooks; an out-of-order provider stream gives the monotonic transitions of the status record', async () => {
     const ep = await register(['message.sent', 'message.delivered', 'message.read', 'message.failed'], '/ordered');
-    const id = await sendWelcome('+5491155550301');
+    const id = await sendWelcome('+5491155551234'); // the shop's contact, stored under a variant of this number
     for (const [s, when] of [['read', T2], ['delivered', T1], ['sent', T0], ['read', T2]] as const) await status(id, s, when);
     await waitUntil(async () => bodiesFor(id).length >= 3, 20_000, 'three webhooks');
     await new Promise((r) => setTimeout(r, 300)); // nothing more arrives
@@ -73,6 +73,7 @@ describe('webhook delivery to a real receiver', () => {
 
     const record = (await api('GET', `/api/v1/platform-templates/messages/${encodeURIComponent(id)}/`)).json();
     const sentAt = record.delivery_status.sent_at;
+    expect(record.recipient).toEqual({ phone: '+5491155551234', contact_name: SHOP.contact.fullName, contact_id: SHOP.contact.id });
     expect(bodies[2]).toEqual({ type: 'message.read', timestamp: expect.any(String), data: record });
     expect(bodies[1].data.delivery_status).toEqual({ current: 'delivered', sent_at: sentAt, delivered_at: T2, read_at: null, failed_at: null, error_code: null, error_message: null });
     expect(bodies[0].data).toEqual({ ...record, delivery_status: { current: 'sent', sent_at: sentAt, delivered_at: null, read_at: null, failed_at: null, error_code: null, error_message: null } });

@@ -252,6 +252,40 @@ export async function findContactsByPhone(
   return r.rows.map((row) => ({ id: row.contact_id, fullName: row.full_name, phone: row.phone, isTest: row.is_test }));
 }
 
+/** findContactsByPhone for many (company, E.164) pairs in one query: each pair's matches under `${companyId}:${e164}`. */
+export async function findContactsByPhones(
+  db: Pool,
+  recipients: ReadonlyArray<{ companyId: number; e164: string }>,
+): Promise<Map<string, Array<{ id: number; fullName: string | null; phone: string; isTest: boolean }>>> {
+  const companies: number[] = [];
+  const variants: string[] = [];
+  const keys: string[] = [];
+  for (const key of new Set(recipients.map((r) => `${r.companyId}:${r.e164}`))) {
+    const [companyId, e164] = [Number(key.slice(0, key.indexOf(':'))), key.slice(key.indexOf(':') + 1)];
+    for (const v of phoneVariants(e164)) {
+      companies.push(companyId);
+      variants.push(v);
+      keys.push(key);
+    }
+  }
+  const found = new Map<string, Array<{ id: number; fullName: string | null; phone: string; isTest: boolean }>>();
+  if (keys.length === 0) return found;
+  const r = await db.query<{ k: string; contact_id: number; full_name: string | null; phone: string; is_test: boolean }>({
+    name: 'contacts_by_phones',
+    text: `SELECT q.k, c.contact_id, c.full_name, c.phone, c.is_test
+             FROM unnest($1::int[], $2::text[], $3::text[]) AS q(company_id, phone, k)
+             JOIN ${S}.contacts c ON c.company_id = q.company_id AND c.phone = q.phone
+            ORDER BY c.created_at, c.contact_id`,
+    values: [companies, variants, keys],
+  });
+  for (const row of r.rows) {
+    const list = found.get(row.k) ?? [];
+    list.push({ id: row.contact_id, fullName: row.full_name, phone: row.phone, isTest: row.is_test });
+    found.set(row.k, list);
+  }
+  return found;
+}
+
 export interface FieldHistoryEntry {
   fieldId: number;
   version: number;

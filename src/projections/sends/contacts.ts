@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { findContactsByPhone } from '../contacts/queries';
+import { findContactsByPhone, findContactsByPhones } from '../contacts/queries';
 
 export interface RecipientContact {
   id: number;
@@ -15,4 +15,17 @@ export async function findContactForRecipient(pool: Pool, companyId: number, e16
   const found = await findContactsByPhone(pool, companyId, e164);
   const chosen = found.find((c) => !c.isTest) ?? found[0];
   return chosen ? { id: chosen.id, fullName: chosen.fullName } : null;
+}
+
+/** findContactForRecipient for many recipients in one query; keyed `${companyId}:${e164}` (no entry: no contact). */
+export async function findContactsForRecipients(
+  pool: Pool,
+  recipients: ReadonlyArray<{ companyId: number; e164: string }>,
+): Promise<Map<string, RecipientContact>> {
+  const chosen = new Map<string, RecipientContact>();
+  for (const [key, found] of await findContactsByPhones(pool, recipients)) {
+    const c = found.find((x) => !x.isTest) ?? found[0];
+    if (c) chosen.set(key, { id: c.id, fullName: c.fullName });
+  }
+  return chosen;
 }

@@ -12,16 +12,9 @@ import { upsertContact } from '../src/commands/contact/handler';
 import { parseUpsertBody } from '../src/commands/contact/upsert-input';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, benchDatabase, benchFixture, type CannonResult, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
 
 // autocannon ships no type declarations: the slice of its result this bench reads
-interface CannonResult {
-  '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number;
-  requests: { average: number };
-  latency: { p50: number; p99: number };
-}
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);

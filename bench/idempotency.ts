@@ -7,20 +7,14 @@ import { randomBytes } from 'node:crypto';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, type CannonResult, emit, exited, forkServer, log, median, nextMessage, round } from './support';
 
-interface CannonResult {
-  '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number;
-  latency: { p50: number; p99: number };
-}
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
 
 const CONNECTIONS = 20;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
-const PHONE_NUMBER_ID = '900000000000001';
+const KEY = BENCH_KEY;
+const PHONE_NUMBER_ID = BENCH_PHONE_NUMBER_ID;
 
 type FromChild = { type: 'ready'; url: string } | { type: 'stopped' } | { type: 'error'; message: string };
 
@@ -30,12 +24,7 @@ async function server(): Promise<void> {
   const sandbox = new SandboxProvider({ delivery: 'off' });
   const services = benchServices(db, { provider: sandbox });
   await services.runner.start();
-  await seedFixture(services, benchFixture(KEY, {
-    phoneNumbers: [{
-      id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
-      isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN', templates: [BENCH_ORDER_TEMPLATE],
-    }],
-  }), { actor: 'bench' });
+  await seedFixture(services, benchSendsFixture(), { actor: 'bench' });
   const app = await buildApp(services);
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   process.on('message', () => {

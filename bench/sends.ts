@@ -24,30 +24,17 @@ import type { RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
 import { PROVIDER_WEBHOOK_TOPIC, signWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { startDeliveryConsumer } from '../src/workers/delivery-consumer';
-import { BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, providerStatusRecords, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, type CannonResult, providerStatusRecords, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
 
-// autocannon ships no type declarations: the slice of its API this bench uses
-interface CannonResult {
-  '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number;
-  latency: { p50: number; p99: number };
-}
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
 
 const CONNECTIONS = 20;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
-const PHONE_NUMBER_ID = '900000000000001';
+const KEY = BENCH_KEY;
+const PHONE_NUMBER_ID = BENCH_PHONE_NUMBER_ID;
 const APP_SECRET = 'bench-app-secret';
 
-const fixture = benchFixture(KEY, {
-  phoneNumbers: [{
-    id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
-    isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN',
-    templates: [BENCH_ORDER_TEMPLATE],
-  }],
-});
+const fixture = benchSendsFixture();
 
 type ToChild = { type: 'statuses'; brokers: string } | { type: 'stop' };
 type FromChild =

@@ -139,6 +139,25 @@ export const BENCH_ORDER_TEMPLATE = {
  * The provisioning fixture of a bench: company 1 "Bench Co" with user 1 and one API key `key`, and the parts the
  * bench gives (its contact lists, its phone numbers, its AI agents and human operators).
  */
+/** autocannon ships no type declarations: the slice of its API the benches use */
+export interface CannonResult {
+  '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number;
+  requests: { average: number };
+  latency: { p50: number; p99: number };
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+export const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
+
+/** The single-send benches' company key and its one unlimited number, which has BENCH_ORDER_TEMPLATE. */
+export const BENCH_KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
+export const BENCH_PHONE_NUMBER_ID = '900000000000001';
+export const benchSendsFixture = () => benchFixture(BENCH_KEY, {
+  phoneNumbers: [{
+    id: 1, phoneNumberId: BENCH_PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
+    isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN', templates: [BENCH_ORDER_TEMPLATE],
+  }],
+});
+
 export function benchFixture(key: string, parts: { contactLists?: unknown[]; phoneNumbers?: unknown[]; agents?: unknown[]; operators?: unknown[] }) {
   return {
     companies: [{

@@ -17,25 +17,17 @@ import { buildApp } from '../src/http/app';
 import { queueDeliveries } from '../src/projections/webhooks/deliveries';
 import { startWebhookFanOut } from '../src/workers/webhook-fanout';
 import { startWebhookSender } from '../src/workers/webhook-sender';
-import { BENCH_ORDER_TEMPLATE, benchDatabase, benchFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
 
-interface CannonResult { '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number; latency: { p50: number; p99: number } }
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const autocannon: (options: Record<string, unknown>) => Promise<CannonResult> = require('autocannon');
 
 const CONNECTIONS = 20;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const FLOOD = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 20_000);
-const KEY = 'sbk_bench0000aaaaaaaaaaaaaaaaaaaaaaaa';
-const PHONE_NUMBER_ID = '900000000000001';
+const KEY = BENCH_KEY;
+const PHONE_NUMBER_ID = BENCH_PHONE_NUMBER_ID;
 
-const fixture = benchFixture(KEY, {
-  phoneNumbers: [{
-    id: 1, phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: '+54 11 0000-0001', verifiedName: 'Bench', businessName: 'Bench SA',
-    isPrimary: true, messagingLimitTier: 'TIER_UNLIMITED', qualityRating: 'GREEN', templates: [BENCH_ORDER_TEMPLATE],
-  }],
-});
+const fixture = benchSendsFixture();
 
 type ToChild = { type: 'flood'; endpointId: string; count: number } | { type: 'stop' };
 type FromChild = { type: 'ready'; url: string } | { type: 'flooded' } | { type: 'stopped' } | { type: 'error'; message: string };

@@ -86,9 +86,11 @@ export interface Config {
   webhooks: { allowPrivateUrls: boolean; allowHttp: boolean };
 }
 
+/** postgres:// or postgresql://, including libpq's Unix-socket form (no host, `?host=/socket/dir`). */
 function isPostgresUrl(value: string): boolean {
+  const socketForm = /^postgres(ql)?:\/\/[^/]*@\/[^?]*\?(.*&)?host=\//i.test(value);
   try {
-    return ['postgres:', 'postgresql:'].includes(new URL(value).protocol);
+    return ['postgres:', 'postgresql:'].includes(new URL(socketForm ? value.replace(/@\//, '@localhost/') : value).protocol);
   } catch {
     return false;
   }

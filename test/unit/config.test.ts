@@ -1,6 +1,20 @@
 import { ConfigError, loadConfig } from '../../src/config';
 
 describe('config', () => {
+  it.each([
+    'postgres://u:p@db.example:5432/app',
+    'postgresql://u@localhost/app',
+    'postgres://u:p@/app?host=/var/run/postgresql&port=5433', // libpq's Unix-socket form
+    'postgres:///app?host=/tmp',
+  ])('takes DATABASE_URL %s', (url) => {
+    expect(loadConfig({ DATABASE_URL: url, ANONYMIZATION_SECRET: 'a'.repeat(32), API_KEY_PEPPER: 'b'.repeat(32) }).databaseUrl).toBe(url);
+  });
+
+  it.each(['not-a-url', 'mysql://u:p@127.0.0.1:3306/db', 'postgres//u@host/db'])('refuses DATABASE_URL %s', (url) => {
+    expect(() => loadConfig({ DATABASE_URL: url, ANONYMIZATION_SECRET: 'a'.repeat(32), API_KEY_PEPPER: 'b'.repeat(32) }))
+      .toThrow(/DATABASE_URL: not a postgres:\/\/ URL/);
+  });
+
   it('has the documented defaults with an empty environment', () => {
     const c = loadConfig({});
     expect(c.http).toEqual({ port: 8080, host: '127.0.0.1' });

@@ -33,7 +33,7 @@ import { ConversationRecorder } from '../src/commands/conversation/handler';
 import { parseMessageRecord, type MessageRecordInput } from '../src/commands/conversation/message-input';
 import type { MessageToRecord } from '../src/commands/conversation/decider';
 import { seedFixture } from '../src/commands/provisioning/seed';
-import { sendTemplate } from '../src/commands/send/handler';
+import { sendTemplate } from '../src/commands/send/send-template';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { getBulkSend } from '../src/projections/bulk/queries';
 import { checksumProjection, rebuildProjection } from '../src/projections/rebuild';

@@ -6,6 +6,7 @@ import {
   WrongExpectedRevisionError,
 } from '../ports/event-store';
 import type { Decider } from './decider';
+import type { ReadModelWaiter } from '../ports/read-models';
 
 /** Who and what caused a command: becomes the metadata of every event it appends. */
 export interface CommandContext {
@@ -79,9 +80,7 @@ export function baseMetadata(ctx: CommandContext): Omit<EventMetadata, 'eventId'
 }
 
 /** What the write path waits on for read-your-writes (the projection runner implements it). */
-export interface ReadModelWaiter {
-  waitForEvents(position: Position | undefined, types: readonly string[], timeoutMs?: number): Promise<void>;
-}
+export type { ReadModelWaiter } from '../ports/read-models';
 
 /**
  * The write path of ARCHITECTURE section 3: handle the command, then return only once the projections

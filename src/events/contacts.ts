@@ -1,4 +1,5 @@
 import { defineEvent, type EventOf, isoDateTime, nullableString, positiveInt } from './define';
+import type { FIELD_TYPES } from './provisioning';
 
 // Streams (ARCHITECTURE section 5):
 //  - contact-{companyId}-{contactId}: ContactCreated, ContactProfileChanged, CustomFieldValueSet, CustomFieldValueCleared
@@ -10,6 +11,48 @@ export const CONTACT_SOURCES = [
   'manual', 'csv_import', 'organic', 'msgapp_sync', 'photoapp_sync', 'directory_contacts', 'group', 'api', 'other',
 ] as const;
 export type ContactSource = (typeof CONTACT_SOURCES)[number];
+
+// The shapes the contact events, the contact aggregate and the contacts read model share.
+
+/** A contact's profile, as ContactCreated and ContactProfileChanged carry it. */
+export interface ContactProfile {
+  fullName: string | null;
+  email: string | null;
+  source: ContactSource | null;
+  sourceDetail: string | null;
+  profilePicture: string | null;
+  isTest: boolean;
+}
+
+export type FieldType = (typeof FIELD_TYPES)[number];
+export type FieldScalar = string | number;
+
+/** A custom field configured on a contact list (CustomFieldDefined / CustomFieldChanged, as the read model keeps it). */
+export interface FieldDef {
+  id: number;
+  listId: number;
+  key: string;
+  name: string;
+  fieldType: FieldType;
+  options: string[] | null;
+  required: boolean;
+  /** name of a repeatable group: such fields cannot be set through the API */
+  group: string | null;
+}
+
+export interface ContactListInfo {
+  id: number;
+  name: string;
+  isDefault: boolean;
+  fields: FieldDef[];
+}
+
+/** The latest version of one custom field of a contact (value null: cleared). */
+export interface FieldVersion {
+  version: number;
+  value: FieldScalar[] | null;
+  expiresAt: string | null;
+}
 
 const e164 = { type: 'string', pattern: '^\\+[1-9]\\d{5,15}$' } as const;
 

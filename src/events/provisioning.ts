@@ -199,5 +199,24 @@ export const provisioningEvents = [
 ] as const;
 
 export type ProvisioningEvent = EventOf<(typeof provisioningEvents)[number]>;
-export type CompanyEvent = Extract<ProvisioningEvent, { data: { companyId: number } }> & { type: Exclude<ProvisioningEvent['type'], `ApiKey${string}`> };
-export type ApiKeyEvent = Extract<ProvisioningEvent, { type: `ApiKey${string}` }>;
+
+/** The events of stream `company-{id}` (src/commands/provisioning/company/decider.ts). */
+export type CompanyEvent =
+  | EventOf<typeof CompanyRegistered> | EventOf<typeof CompanyProfileChanged>
+  | EventOf<typeof UserRegistered> | EventOf<typeof UserChanged>
+  | EventOf<typeof BranchConfigured> | EventOf<typeof BranchScheduleSet>
+  | EventOf<typeof HolidayDeclared> | EventOf<typeof HolidayChanged>
+  | EventOf<typeof AgentRegistered> | EventOf<typeof AgentChanged>
+  | EventOf<typeof OperatorRegistered> | EventOf<typeof OperatorChanged>
+  | EventOf<typeof ContactListCreated> | EventOf<typeof ContactListChanged>
+  | EventOf<typeof CustomFieldDefined> | EventOf<typeof CustomFieldChanged>
+  | EventOf<typeof CompanyRateLimitSet>;
+
+/** The events of stream `phonenumber-{id}` (src/commands/provisioning/phone-number/decider.ts). */
+export type PhoneNumberEvent =
+  | EventOf<typeof PhoneNumberRegistered> | EventOf<typeof PhoneNumberDetailsChanged>
+  | EventOf<typeof MessagingTierChanged> | EventOf<typeof QualityRatingChanged>
+  | EventOf<typeof TemplateRegistered> | EventOf<typeof TemplateChanged> | EventOf<typeof TemplateStatusChanged>;
+
+/** The events of stream `apikey-{keyId}` (src/commands/provisioning/api-key/decider.ts). */
+export type ApiKeyEvent = EventOf<typeof ApiKeyIssued> | EventOf<typeof ApiKeyRevoked> | EventOf<typeof ApiKeyExpiryChanged>;

@@ -45,6 +45,7 @@ import { normalizePhone } from '../shared/phone';
 import { PROVIDER_WEBHOOK_TOPIC } from '../shared/provider-webhook';
 // [bulk sends, issue 5] bulk recipients own provider message ids too: owner lookup and applier in src/commands/bulk/delivery.ts
 import { applyBulkStatus, BULK_OWNERS_SELECT, bulkOwnerFromRow, decideBulkStatuses, findBulkMessageOwner } from '../commands/bulk/delivery';
+import type { ProviderStatusUpdate, StatusApplier } from '../commands/delivery-status';
 
 export const DELIVERY_GROUP_ID = 'switchboard-delivery';
 
@@ -73,22 +74,6 @@ export interface DeliveryConsumerOptions {
 }
 
 /** A status as the consumer applies it. */
-export interface ProviderStatusUpdate {
-  providerMessageId: string;
-  status: ProviderStatus;
-  /** ISO 8601, the provider's timestamp */
-  at: string;
-  /** unix seconds as sent (part of the deterministic event id) */
-  timestamp: string;
-  errorCode: string | null;
-  errorMessage: string | null;
-  /** the status's `biz_opaque_callback_data` (a keyed send's id, see src/commands/send/reconcile.ts) */
-  clientReference?: string;
-  /** the number the webhook was for */
-  phoneNumberId?: string;
-}
-
-export type StatusApplier = (services: Services, owner: ProviderMessageOwner, update: ProviderStatusUpdate) => Promise<void>;
 
 /** Appliers by owner kind. Bulk recipients register theirs (kind 'bulk') from their own module. */
 export const statusAppliers = new Map<string, StatusApplier>();

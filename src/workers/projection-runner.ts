@@ -5,6 +5,7 @@ import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, 
 import { applyHandled, appliesTo, type Projection } from '../projections/projection';
 import { ensureProjection, lockKeyOf, readCheckpoint, readCheckpoints } from '../projections/store';
 import { rebuildProjection } from '../projections/rebuild';
+import { ReadModelTimeoutError } from '../ports/read-models';
 
 export interface RunnerLogger {
   info(obj: object, msg?: string): void;
@@ -19,9 +20,6 @@ export interface ProjectionRunnerOptions {
   logger?: RunnerLogger;
 }
 
-export class ReadModelTimeoutError extends Error {
-  override name = 'ReadModelTimeoutError';
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,5 +1,5 @@
 import { seedFixture } from '../../src/commands/provisioning/seed';
-import { sendTemplate } from '../../src/commands/send/handler';
+import { sendTemplate } from '../../src/commands/send/send-template';
 import { createDeliveryHandler, createSendStatusApplier } from '../../src/workers/delivery-consumer';
 import { START, type RecordedEvent } from '../../src/ports/event-store';
 import { accountsProjection } from '../../src/projections/accounts/projection';

@@ -1,5 +1,6 @@
 import { SandboxProvider } from '../../src/adapters/provider/sandbox';
-import { sendTemplate, type SendTemplateInput } from '../../src/commands/send/handler';
+import type { SendTemplateInput } from '../../src/commands/send/handler';
+import { sendTemplate } from '../../src/commands/send/send-template';
 import { keyedSendId } from '../../src/commands/send/keyed';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { type MessagingProvider, ProviderError, type SendTemplateRequest, type SendTemplateResult } from '../../src/ports/provider';

@@ -21,7 +21,7 @@ import {
   recommendedSpacingMs,
 } from '../../projections/accounts/queries';
 import type { Services } from '../../services';
-import { ReadModelTimeoutError } from '../../workers/projection-runner';
+import { ReadModelTimeoutError } from '../../ports/read-models';
 import { DomainError } from '../decider';
 import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';

@@ -10,7 +10,7 @@ import { findBulkMessageByProviderId } from '../../projections/bulk/queries';
 import type { ProviderMessageOwner } from '../../projections/sends/queries';
 import type { EventToAppend, StreamAppend } from '../../ports/event-store';
 import type { Services } from '../../services';
-import type { ProviderStatusUpdate, StatusApplier } from '../../workers/delivery-consumer';
+import type { ProviderStatusUpdate, StatusApplier } from '../delivery-status';
 import { deterministicUuid } from '../send/ids';
 import { chunkStreamId, parseChunkStreamId, recipientStatusChanges, type RecipientStatus } from './decider';
 import { findWorkRecipientByProviderId } from './work';

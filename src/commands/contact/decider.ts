@@ -1,4 +1,4 @@
-import type { ContactEvent, ContactPhoneEvent, ContactSource } from '../../events/contacts';
+import type { ContactEvent, ContactPhoneEvent, ContactProfile, ContactSource } from '../../events/contacts';
 import { type Decider, DomainError } from '../decider';
 import {
   activeValue,
@@ -14,14 +14,7 @@ import type { CustomFieldInput, ProfilePatch } from './upsert-input';
 // ---------------------------------------------------------------------------------------------------------------
 // The contact aggregate: stream contact-{companyId}-{contactId}.
 
-export interface ContactProfile {
-  fullName: string | null;
-  email: string | null;
-  source: ContactSource | null;
-  sourceDetail: string | null;
-  profilePicture: string | null;
-  isTest: boolean;
-}
+export type { ContactProfile };
 
 export type ContactState =
   | { exists: false }

@@ -1,36 +1,8 @@
-import type { FIELD_TYPES } from '../../events/provisioning';
+import type { ContactListInfo, FieldDef, FieldScalar, FieldType, FieldVersion } from '../../events/contacts';
 
-// Pure domain types and rules of contacts and their versioned custom fields (no I/O).
+// Pure domain rules of contacts and their versioned custom fields (no I/O). The shapes are src/events/contacts.ts's.
 
-export type FieldType = (typeof FIELD_TYPES)[number];
-export type FieldScalar = string | number;
-
-/** A custom field configured on a contact list (from provisioning; loaded by the handler). */
-export interface FieldDef {
-  id: number;
-  listId: number;
-  key: string;
-  name: string;
-  fieldType: FieldType;
-  options: string[] | null;
-  required: boolean;
-  /** name of a repeatable group: such fields cannot be set through the API */
-  group: string | null;
-}
-
-export interface ContactListInfo {
-  id: number;
-  name: string;
-  isDefault: boolean;
-  fields: FieldDef[];
-}
-
-/** The latest version of one custom field of a contact (value null: cleared). */
-export interface FieldVersion {
-  version: number;
-  value: FieldScalar[] | null;
-  expiresAt: string | null;
-}
+export type { ContactListInfo, FieldDef, FieldScalar, FieldType, FieldVersion };
 
 /** The value a reader sees at `now`: a value that expired (expiresAt <= now) or was cleared is no value. */
 export function activeValue(v: FieldVersion | undefined, now: Date): { value: FieldScalar[]; expiresAt: string | null } | null {

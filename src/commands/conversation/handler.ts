@@ -5,7 +5,7 @@ import { baseMetadata, type CommandContext } from '../handle';
 import type { ConversationEvent } from '../../events/conversations';
 import { conversationsProjection } from '../../projections/conversations/projection';
 import { type CompanyDirectory, findRecordedConversations, loadCompanyDirectories, messageKey } from '../../projections/conversations/queries';
-import { type ProjectionRunner, ReadModelTimeoutError } from '../../workers/projection-runner';
+import { type ProjectionDriver, ReadModelTimeoutError } from '../../ports/read-models';
 import { readCheckpoint } from '../../projections/store';
 import {
   conversationDecider as decider,
@@ -33,7 +33,7 @@ export interface RecordResult {
 export interface RecorderDeps {
   store: EventStore;
   pool: Pool;
-  runner: ProjectionRunner;
+  runner: ProjectionDriver;
   now: () => Date;
 }
 

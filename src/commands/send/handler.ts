@@ -19,7 +19,6 @@ import { outboundTemplateMessage } from '../../events/template-messages';
 import { conversationStreamId } from '../conversation/decider';
 import { type SendCommand, sendDecider, sendStreamId, type SendState } from './decider';
 import { deterministicUuid } from './ids';
-import { sendKeyed } from './keyed';
 
 export interface SendTemplateInput {
   companyId: number;
@@ -70,8 +69,8 @@ export class SendRefusedError extends DomainError {
   }
 }
 
-export async function sendTemplate(services: Services, input: SendTemplateInput): Promise<SendTemplateOutput> {
-  if (input.idempotencyKey !== undefined) return sendKeyed(services, input, input.idempotencyKey);
+/** An unkeyed send: a fresh send id, request and answer appended together. */
+export async function sendUnkeyed(services: Services, input: SendTemplateInput): Promise<SendTemplateOutput> {
   const valid = await validateSend(services, input);
   return sendValidated(services, input, valid, randomUUID());
 }

@@ -3,7 +3,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { SendRefusedError, sendTemplate } from '../../commands/send/handler';
+import { SendRefusedError } from '../../commands/send/handler';
+import { sendTemplate } from '../../commands/send/send-template';
 import { findSendByProviderMessageId, type SendRecord } from '../../projections/sends/queries';
 import type { Services } from '../../services';
 import { findContactForRecipient } from '../../projections/sends/contacts';

@@ -2,8 +2,7 @@ import type { PoolClient } from 'pg';
 import type { RecordedEvent } from '../../ports/event-store';
 import type { Projection } from '../projection';
 import { queryNamed } from '../../shared/tx';
-import type { PhoneNumberEvent } from '../../commands/provisioning/phone-number/decider';
-import type { CompanyEvent } from '../../commands/provisioning/company/decider';
+import type { CompanyEvent, PhoneNumberEvent } from '../../events/provisioning';
 import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../change-signals';
 import type { SendEvent } from '../../events/sends';
 

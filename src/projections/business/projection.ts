@@ -1,5 +1,5 @@
 import type { Projection } from '../projection';
-import type { CompanyEvent } from '../../commands/provisioning/company/decider';
+import type { CompanyEvent } from '../../events/provisioning';
 import { BUSINESS_CHANGED_CHANNEL, markChanging } from '../change-signals';
 
 // Read model `business`: company profile, users, branches with their schedules, holidays, agents, operators,

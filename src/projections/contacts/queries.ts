@@ -1,7 +1,6 @@
 import type { Pool } from 'pg';
 import type { ContactSource } from '../../events/contacts';
-import type { ContactProfile } from '../../commands/contact/decider';
-import type { ContactListInfo, FieldDef, FieldScalar, FieldType, FieldVersion } from '../../commands/contact/model';
+import type { ContactListInfo, ContactProfile, FieldDef, FieldScalar, FieldType, FieldVersion } from '../../events/contacts';
 import { phoneVariants } from '../../shared/phone';
 import { CONTACTS_SCHEMA as S } from './projection';
 

@@ -1,6 +1,6 @@
 import { type Decider, DomainError } from '../../decider';
 import type { EventOf } from '../../../events/define';
-import type { ApiKeyExpiryChanged, ApiKeyIssued, ApiKeyRevoked } from '../../../events/provisioning';
+import type { ApiKeyEvent, ApiKeyIssued } from '../../../events/provisioning';
 import { sameInstant } from '../equal';
 
 // Aggregate: one API key. Stream `apikey-{keyId}` (keyId derived from the keyed hash, so provisioning the same
@@ -9,7 +9,7 @@ import { sameInstant } from '../equal';
 
 export const apiKeyStreamId = (keyId: string): string => `apikey-${keyId}`;
 
-export type ApiKeyEvent = EventOf<typeof ApiKeyIssued> | EventOf<typeof ApiKeyRevoked> | EventOf<typeof ApiKeyExpiryChanged>;
+export type { ApiKeyEvent };
 export type ApiKeyIssuedData = EventOf<typeof ApiKeyIssued>['data'];
 
 export type ApiKeyCommand =

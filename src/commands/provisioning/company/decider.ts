@@ -1,10 +1,5 @@
 import { type Decider, DomainError } from '../../decider';
-import type { EventOf } from '../../../events/define';
-import type {
-  AgentChanged, AgentRegistered, BranchConfigured, BranchScheduleSet, CompanyProfileChanged, CompanyRateLimitSet, CompanyRegistered,
-  ContactListChanged, ContactListCreated, CustomFieldChanged, CustomFieldDefined, HolidayChanged, HolidayDeclared,
-  OperatorChanged, OperatorRegistered, UserChanged, UserRegistered,
-} from '../../../events/provisioning';
+import type { CompanyEvent } from '../../../events/provisioning';
 import { deepEqual } from '../equal';
 
 // Aggregate: a company and what hangs off it (users, branches and schedules, holidays, agents, operators,
@@ -14,16 +9,7 @@ import { deepEqual } from '../equal';
 
 export const companyStreamId = (companyId: number): string => `company-${companyId}`;
 
-export type CompanyEvent =
-  | EventOf<typeof CompanyRegistered> | EventOf<typeof CompanyProfileChanged>
-  | EventOf<typeof UserRegistered> | EventOf<typeof UserChanged>
-  | EventOf<typeof BranchConfigured> | EventOf<typeof BranchScheduleSet>
-  | EventOf<typeof HolidayDeclared> | EventOf<typeof HolidayChanged>
-  | EventOf<typeof AgentRegistered> | EventOf<typeof AgentChanged>
-  | EventOf<typeof OperatorRegistered> | EventOf<typeof OperatorChanged>
-  | EventOf<typeof ContactListCreated> | EventOf<typeof ContactListChanged>
-  | EventOf<typeof CustomFieldDefined> | EventOf<typeof CustomFieldChanged>
-  | EventOf<typeof CompanyRateLimitSet>;
+export type { CompanyEvent };
 
 type DataOf<T extends CompanyEvent['type']> = Extract<CompanyEvent, { type: T }>['data'];
 export type CompanyProfile = DataOf<'CompanyRegistered'>;

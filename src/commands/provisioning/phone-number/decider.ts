@@ -1,9 +1,6 @@
 import { type Decider, DomainError } from '../../decider';
 import type { EventOf } from '../../../events/define';
-import type {
-  MessagingTierChanged, PhoneNumberDetailsChanged, PhoneNumberRegistered, QualityRatingChanged, TemplateChanged,
-  TemplateRegistered, TemplateStatusChanged,
-} from '../../../events/provisioning';
+import type { PhoneNumberEvent, PhoneNumberRegistered, TemplateRegistered } from '../../../events/provisioning';
 import { deepEqual } from '../equal';
 
 // Aggregate: a messaging phone number and its templates. Stream `phonenumber-{id}`. Provisioned from a desired
@@ -12,10 +9,7 @@ import { deepEqual } from '../equal';
 
 export const phoneNumberStreamId = (numberId: number): string => `phonenumber-${numberId}`;
 
-export type PhoneNumberEvent =
-  | EventOf<typeof PhoneNumberRegistered> | EventOf<typeof PhoneNumberDetailsChanged>
-  | EventOf<typeof MessagingTierChanged> | EventOf<typeof QualityRatingChanged>
-  | EventOf<typeof TemplateRegistered> | EventOf<typeof TemplateChanged> | EventOf<typeof TemplateStatusChanged>;
+export type { PhoneNumberEvent };
 
 export type PhoneNumberData = EventOf<typeof PhoneNumberRegistered>['data'];
 export type TemplateData = EventOf<typeof TemplateRegistered>['data'];

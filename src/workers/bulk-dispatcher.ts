@@ -19,17 +19,19 @@
 //   leaves the batch to be appended again under the same event id. When nothing is left the bulk finishes
 //   COMPLETED / PARTIAL / FAILED.
 // The clock and sleep are injectable (tests use a fake clock: pacing without waiting).
+//
+// Split along its jobs (issue #17); this file keeps the loop: polling, a task per number, serving its jobs.
+// - bulk-dispatcher-context.ts: options, the context the helpers run in, the kill error
+// - bulk-pacer.ts: pacing of a number's sends
+// - bulk-window-claim.ts: window size and claiming a window (with the quota)
+// - bulk-window-sender.ts: sending a claimed window, each answer an outcome
+// - bulk-outcome-recorder.ts: recording a window's outcomes and their events
+// - bulk-job-transitions.ts: start, pause, resume and finish of a job
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { runBulkCommand } from '../commands/bulk/lifecycle';
 import { bulkSignals } from '../commands/bulk/signals';
 import {
   acquireNumberLease,
-  appendBatches,
-  claimRecipients,
-  claimRecipientsWithQuota,
-  type ClaimedRecipient,
-  flushBatches,
   getJob,
   heartbeat,
   type JobRow,
@@ -37,91 +39,26 @@ import {
   materializeChunks,
   nextJobOfNumber,
   numbersWithWork,
-  type Outcome,
-  type OutcomeBatch,
   releaseNumberLease,
-  setJobPaused,
-  setJobState,
-  writeOutcomes,
 } from '../commands/bulk/work';
-import { buildComponents } from '../commands/send/components';
-import { isProviderError, type MessagingProvider } from '../ports/provider';
-import { dailyLimitOf, findNumberById, type NumberRecord, recommendedSpacingMs } from '../projections/accounts/queries';
+import type { MessagingProvider } from '../ports/provider';
+import { findNumberById, type NumberRecord, recommendedSpacingMs } from '../projections/accounts/queries';
 import type { Services } from '../services';
+import {
+  type BulkDispatcherOptions,
+  type DispatcherContext,
+  DispatcherKilledError,
+  type DispatcherSettings,
+  realSleep,
+} from './bulk-dispatcher-context';
+import { finishJob, pauseJob, resumeJob, startJob } from './bulk-job-transitions';
+import { recordOutcomes } from './bulk-outcome-recorder';
+import { Pacer } from './bulk-pacer';
+import { claimWindow, windowSize } from './bulk-window-claim';
+import { sendWindow } from './bulk-window-sender';
 
-export interface BulkDispatcherOptions {
-  /** dispatcher id written on claimed rows (default host-pid-random) */
-  id?: string;
-  /** injectable clock (default services.now) */
-  now?: () => Date;
-  /** injectable sleep for pacing and retry waits (default setTimeout) */
-  sleep?: (ms: number) => Promise<void>;
-  /** the provider (default services.provider) */
-  provider?: MessagingProvider;
-  /** idle poll for new work, real time (default 500 ms; new bulks of this process wake it at once) */
-  pollMs?: number;
-  /** recipients claimed per window for TIER_UNLIMITED (default 200) */
-  unlimitedWindow?: number;
-  /** spaced tiers: a window covers about this much sending time (default 2 s; at least 1 recipient, at most 100) */
-  windowMs?: number;
-  /** provider calls in flight per number (default 16) */
-  concurrency?: number;
-  /** lease of an in_flight recipient (default 5 min): longer than any provider call with its retries */
-  recipientLeaseMs?: number;
-  /** lease of a number with a spaced tier (default 30 s, renewed every window) */
-  numberLeaseMs?: number;
-  /** attempts per recipient for retryable errors, the first included (default 4) */
-  maxAttempts?: number;
-  /** first retry delay, doubled per attempt (default 2 s), capped (default 60 s) */
-  retryBaseMs?: number;
-  maxRetryDelayMs?: number;
-  /** number-level pause after a 130429 (throughput) answer (default 1 s) */
-  throughputBackoffMs?: number;
-  /** numbers served at once by this process (default 8) */
-  maxNumbers?: number;
-  /** chunk streams copied into the work table at a time (default 5) */
-  materializeChunks?: number;
-}
-
-/** Thrown inside a killed dispatcher: nothing more is written (tests simulate a crash with kill()). */
-class DispatcherKilledError extends Error {
-  override name = 'DispatcherKilledError';
-}
-
-const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-const CATCH_UP_MS = 50;
-
-/** Start times of sends on one number, spaced by the tier's spacing. */
-export class Pacer {
-  private next = Number.NEGATIVE_INFINITY;
-
-  constructor(
-    private readonly spacingMs: number,
-    private readonly now: () => number,
-    private readonly sleep: (ms: number) => Promise<void>,
-  ) {}
-
-  async wait(): Promise<void> {
-    if (this.spacingMs <= 0 && this.next === Number.NEGATIVE_INFINITY) return;
-    let t = this.now();
-    const ahead = this.next - t;
-    // below a millisecond no timer is precise: send now, the debt carries over to the next slot
-    if (ahead >= 1) {
-      await this.sleep(ahead);
-      t = this.now();
-    }
-    // Spacings under 10 ms are below timer precision and shorter than a window's database work: up to
-    // CATCH_UP_MS of late slots may be caught up, so the rate holds on average. Longer spacings are never shortened.
-    const floor = this.next === Number.NEGATIVE_INFINITY ? t : t - (this.spacingMs < 10 ? CATCH_UP_MS : 0);
-    this.next = Math.max(this.next, floor) + this.spacingMs;
-  }
-
-  /** Nothing starts before `ms` from now (the provider asked to slow down). */
-  backoff(ms: number): void {
-    this.next = Math.max(this.next, this.now() + ms);
-  }
-}
+export type { BulkDispatcherOptions } from './bulk-dispatcher-context';
+export { Pacer } from './bulk-pacer';
 
 type JobResult = { didWork: boolean; next: 'next-job' | 'stop' };
 
@@ -137,7 +74,8 @@ export class BulkDispatcher {
   private readonly provider: MessagingProvider;
   private readonly clock: () => Date;
   private readonly sleep: (ms: number) => Promise<void>;
-  private readonly o: Required<Omit<BulkDispatcherOptions, 'id' | 'now' | 'sleep' | 'provider'>>;
+  private readonly o: DispatcherSettings;
+  private readonly ctx: DispatcherContext;
   private readonly onKick = () => this.kick();
   private readonly onCancel = (bulkId: string) => {
     if (this.cancelled.size > 10_000) this.cancelled.clear();
@@ -166,6 +104,15 @@ export class BulkDispatcher {
       throughputBackoffMs: options.throughputBackoffMs ?? 1000,
       maxNumbers: options.maxNumbers ?? 8,
       materializeChunks: options.materializeChunks ?? 5,
+    };
+    this.ctx = {
+      services,
+      id: this.id,
+      provider: this.provider,
+      o: this.o,
+      now: () => this.now(),
+      guard: () => this.guard(),
+      stopping: (bulkId) => this.stopping(bulkId),
     };
   }
 
@@ -285,16 +232,9 @@ export class BulkDispatcher {
     return didWork;
   }
 
-  private windowSize(number: NumberRecord): number {
-    const spacing = recommendedSpacingMs(number.messagingLimitTier);
-    if (spacing <= 0) return this.o.unlimitedWindow;
-    return Math.max(1, Math.min(100, Math.floor(this.o.windowMs / spacing)));
-  }
-
   private async serveJob(job: JobRow, number: NumberRecord, pacer: Pacer): Promise<JobResult> {
     const { services } = this;
     const { pool } = services;
-    const meta = { actor: 'bulk-dispatcher', companyId: job.companyId };
     const limited = number.messagingLimitTier !== 'TIER_UNLIMITED';
     let didWork = false;
     let cursor = 0;
@@ -321,9 +261,7 @@ export class BulkDispatcher {
     };
 
     if (job.state === 'queued') {
-      this.guard();
-      await runBulkCommand(services, { type: 'StartBulkSend', data: { bulkId: job.bulkId, dispatcherId: this.id, at: this.now().toISOString() } }, meta);
-      await setJobState(pool, job.bulkId, 'processing', this.now(), ['queued']);
+      await startJob(this.ctx, job);
       didWork = true;
     }
 
@@ -334,14 +272,10 @@ export class BulkDispatcher {
         const now = this.now();
         this.guard();
         const claim = {
-          bulkId: job.bulkId, dispatcher: this.id, now, leaseUntil: new Date(now.getTime() + this.o.recipientLeaseMs), limit: this.windowSize(number),
+          bulkId: job.bulkId, dispatcher: this.id, now, leaseUntil: new Date(now.getTime() + this.o.recipientLeaseMs), limit: windowSize(number, this.o),
         };
         if (limited && !(await acquireNumberLease(pool, number.id, this.id, now, this.o.numberLeaseMs))) return { didWork, next: 'stop' };
-        const take = async (fromIdx: number) => {
-          if (!limited) return { claimed: await claimRecipients(pool, { ...claim, fromIdx }), blocked: undefined };
-          const q = await claimRecipientsWithQuota(pool, { ...claim, fromIdx, numberId: number.id, dailyLimit: dailyLimitOf(number.messagingLimitTier) });
-          return { claimed: q.claimed, blocked: q.blocked ? { used: q.used, limit: q.limit, resumeAt: q.resumeAt } : undefined };
-        };
+        const take = (fromIdx: number) => claimWindow(pool, claim, number, limited, fromIdx);
         let { claimed, blocked } = await take(cursor);
         if (claimed.length === 0 && !blocked && cursor > 0) {
           cursor = 0; // what is left is behind the cursor (retries, rows given back)
@@ -350,16 +284,11 @@ export class BulkDispatcher {
 
         if (claimed.length > 0) {
           cursor = claimed[claimed.length - 1].idx + 1;
-          if (job.paused) {
-            this.guard();
-            await runBulkCommand(services, { type: 'ResumeBulkSend', data: { bulkId: job.bulkId, at: this.now().toISOString() } }, meta);
-            await setJobPaused(pool, job.bulkId, false, null, this.now());
-            job.paused = false;
-          }
+          if (job.paused) await resumeJob(this.ctx, job);
           void materializeAhead();
-          const outcomes = await this.sendWindow(job, claimed, pacer);
+          const outcomes = await sendWindow(this.ctx, job, claimed, pacer);
           const previous = recording;
-          recording = previous.then(() => this.record(job, outcomes));
+          recording = previous.then(() => recordOutcomes(this.ctx, job, outcomes));
           recording.catch(() => undefined); // awaited below (next window, or before returning)
           await previous;
           didWork = true;
@@ -377,32 +306,12 @@ export class BulkDispatcher {
         const fresh = await getJob(pool, job.bulkId);
         if (!fresh || fresh.cancelRequested || (fresh.state !== 'queued' && fresh.state !== 'processing')) return { didWork, next: 'next-job' };
         if (blocked) {
-          this.guard();
-          await runBulkCommand(
-            services,
-            {
-              type: 'PauseBulkSend',
-              data: {
-                bulkId: job.bulkId, quotaUsed: blocked.used, quotaLimit: blocked.limit, resumeAt: blocked.resumeAt?.toISOString() ?? null,
-                at: this.now().toISOString(),
-              },
-            },
-            meta,
-          );
-          await setJobPaused(pool, job.bulkId, true, blocked.resumeAt, this.now());
-          services.logger.info({ bulkId: job.bulkId, used: blocked.used, limit: blocked.limit, resumeAt: blocked.resumeAt }, 'bulk send paused: quota used up');
+          await pauseJob(this.ctx, job, blocked);
           return { didWork: true, next: 'next-job' };
         }
         const progress = await jobProgress(pool, job.bulkId, this.now());
         if (progress.pending === 0 && progress.inFlight === 0) {
-          this.guard();
-          if (progress.unappended > 0) await flushBatches(services, { bulkId: job.bulkId });
-          await runBulkCommand(
-            services,
-            { type: 'FinishBulkSend', data: { bulkId: job.bulkId, dispatchedCount: progress.sent, rejectedCount: progress.failed, at: this.now().toISOString() } },
-            meta,
-          );
-          await setJobState(pool, job.bulkId, 'finished', this.now(), ['queued', 'processing']);
+          await finishJob(this.ctx, job, progress);
           this.lastBeat.delete(job.bulkId);
           return { didWork: true, next: 'next-job' };
         }
@@ -419,32 +328,6 @@ export class BulkDispatcher {
     }
   }
 
-  /**
-   * Records a window: outcomes and their batches (retried briefly: the rows would otherwise stay in flight and
-   * end as interrupted), then the batch events (a failure leaves the batches for the flush: nothing is lost).
-   */
-  private async record(job: JobRow, outcomes: readonly Outcome[]): Promise<void> {
-    let batches: OutcomeBatch[] = [];
-    for (let attempt = 1; ; attempt++) {
-      this.guard();
-      try {
-        batches = await writeOutcomes(this.services.pool, job, this.id, outcomes, this.now());
-        break;
-      } catch (err) {
-        if (err instanceof DispatcherKilledError || attempt >= 3) throw err;
-        this.services.logger.warn({ err, bulkId: job.bulkId }, 'bulk dispatcher: recording outcomes failed, retrying');
-        await realSleep(200 * attempt);
-      }
-    }
-    this.guard();
-    try {
-      await appendBatches(this.services, batches);
-    } catch (err) {
-      if (err instanceof DispatcherKilledError) throw err;
-      this.services.logger.warn({ err, bulkId: job.bulkId }, 'bulk dispatcher: appending outcome events failed; the flush appends them later');
-    }
-  }
-
   private async beat(bulkId: string): Promise<void> {
     const t = Date.now();
     if (t - (this.lastBeat.get(bulkId) ?? 0) < 2000) return;
@@ -455,60 +338,6 @@ export class BulkDispatcher {
 
   private stopping(bulkId: string): boolean {
     return !this.running || this.cancelled.has(bulkId);
-  }
-
-  /** Sends a claimed window (paced, bounded concurrency); returns the outcomes to record. */
-  private async sendWindow(job: JobRow, rows: readonly ClaimedRecipient[], pacer: Pacer): Promise<Outcome[]> {
-    const outcomes: Outcome[] = [];
-    const inFlight = new Set<Promise<void>>();
-    for (const row of rows) {
-      if (this.stopping(job.bulkId)) {
-        outcomes.push({ idx: row.idx, kind: 'unsent' });
-        continue;
-      }
-      await pacer.wait();
-      if (this.stopping(job.bulkId)) {
-        outcomes.push({ idx: row.idx, kind: 'unsent' });
-        continue;
-      }
-      const p: Promise<void> = this.sendOne(job, row, pacer).then((o) => {
-        outcomes.push(o);
-        inFlight.delete(p);
-      });
-      inFlight.add(p);
-      if (inFlight.size >= this.o.concurrency) await Promise.race(inFlight);
-    }
-    await Promise.all(inFlight);
-    return outcomes;
-  }
-
-  private async sendOne(job: JobRow, row: ClaimedRecipient, pacer: Pacer): Promise<Outcome> {
-    const built = buildComponents(job.template, row.variables, row.buttonVariables);
-    if (!built.ok) {
-      return { idx: row.idx, kind: 'failed', code: 'invalid_variables', message: Object.values(built.errors).flat().join(' '), at: this.now() };
-    }
-    try {
-      const { providerMessageId } = await this.provider.sendTemplate({
-        phoneNumberId: job.phoneNumberId,
-        to: row.phone,
-        template: job.templateName,
-        language: job.language,
-        components: built.components,
-      });
-      return { idx: row.idx, kind: 'sent', providerMessageId, at: this.now() };
-    } catch (err) {
-      if (isProviderError(err)) {
-        if (err.code === '130429') pacer.backoff(this.o.throughputBackoffMs);
-        // a timeout may mean the provider accepted it: not retried (no double sends)
-        if (err.retryable && err.code !== 'timeout' && row.attempts < this.o.maxAttempts) {
-          const delay = Math.min(this.o.maxRetryDelayMs, this.o.retryBaseMs * 2 ** (row.attempts - 1));
-          return { idx: row.idx, kind: 'retry', code: err.code, message: err.message, nextAttemptAt: new Date(this.now().getTime() + delay) };
-        }
-        return { idx: row.idx, kind: 'failed', code: err.code, message: err.message, at: this.now() };
-      }
-      this.services.logger.error({ err, bulkId: job.bulkId, index: row.idx }, 'bulk dispatcher: provider call failed unexpectedly');
-      return { idx: row.idx, kind: 'failed', code: 'internal_error', message: 'the send failed unexpectedly', at: this.now() };
-    }
   }
 }
 

@@ -3,9 +3,11 @@ import type { Pool, PoolClient } from 'pg';
 import { StatisticsKeeper } from '../projections/statistics';
 import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
 import { applyHandled, appliesTo, type Projection } from '../projections/projection';
-import { ensureProjection, lockKeyOf, readCheckpoint, readCheckpoints } from '../projections/store';
+import { ensureProjection, readCheckpoint, readCheckpoints } from '../projections/store';
 import { rebuildProjection } from '../projections/rebuild';
 import { ReadModelTimeoutError } from '../ports/read-models';
+import { literal, type OpenedRow, openedRow, openingStatement } from './projection-batch-sql';
+import { SharedLogReader } from './shared-log-reader';
 
 export interface RunnerLogger {
   info(obj: object, msg?: string): void;
@@ -49,10 +51,8 @@ export class ProjectionRunner {
   private readonly preopened = new Map<string, { client: PoolClient; current: OpenedRow | undefined }>();
   /** the checkpoint each projection last stored, as this process knows it (verified under the lock) */
   private readonly stored = new Map<string, { position: Position; version: number }>();
-  /** the log as far as this runner read it last (shared by the projections); `readEpoch` moves on every kick */
-  private readonly tail: LogTail;
-  private readonly tailRead: { current?: { epoch: number; done: Promise<void> }; queued?: Promise<void> } = {};
-  private readEpoch = 0;
+  /** the log as far as this runner read it last (shared by the projections); its `readEpoch` moves on every kick */
+  private readonly log: SharedLogReader;
   /** projections kicked while a batch was running: they look again before sleeping */
   private readonly kicked = new Set<string>();
   private wakeScheduled = false;
@@ -71,7 +71,7 @@ export class ProjectionRunner {
   ) {
     this.batchSize = options.batchSize ?? 1000;
     this.pollMs = options.pollMs ?? 100;
-    this.tail = new LogTail(this.batchSize, (a, b) => store.comparePositions(a, b));
+    this.log = new SharedLogReader(store, this.batchSize, this.pollMs);
     // young read models keep current statistics (the event store's statements run on generic plans, see main.ts)
     this.statistics = new StatisticsKeeper(pool, projections.map((p) => p.schema), { logger: options.logger });
     this.advanced.setMaxListeners(0);
@@ -118,7 +118,7 @@ export class ProjectionRunner {
   }
 
   kick(): void {
-    this.readEpoch++;
+    this.log.readEpoch++;
     for (const p of this.projections) this.kicked.add(p.name);
     // Sleeping loops are woken once per turn of the event loop, after its I/O callbacks: the appends that
     // completed in the same turn wake each loop once, not once each.
@@ -228,7 +228,7 @@ export class ProjectionRunner {
     const skipped = this.unpersisted.get(p.name);
     const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
     const from = sameWindow ? skipped.readTo : cp.position;
-    const { batch, stale } = await this.readShared(from);
+    const { batch, stale } = await this.log.readShared(from);
     if (stale) this.kicked.add(p.name); // newer events may exist: look again before sleeping
     const handled = batch.events.some((e) => appliesTo(p, e));
     const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
@@ -280,7 +280,7 @@ export class ProjectionRunner {
       await applyHandled(p, client, batch.events);
       // The tail already holds events for this projection after the batch: the commit opens the next batch's
       // transaction in the same round trip (its lock is taken at once, so it is not held while idle).
-      const openNext = this.running && this.tail.hasAfter(batch.nextPosition, (e) => appliesTo(p, e));
+      const openNext = this.running && this.log.tail.hasAfter(batch.nextPosition, (e) => appliesTo(p, e));
       const closed = await client.query(
         `UPDATE projections.checkpoints SET position = ${literal(batch.nextPosition)}, state = 'running', error = NULL, updated_at = now()
           WHERE name = ${name}; COMMIT${openNext ? `; BEGIN; ${openingStatement(p)}` : ''}`,
@@ -329,55 +329,6 @@ export class ProjectionRunner {
     return cp;
   }
 
-  /**
-   * The events after `from`, as `readAll` gives them, served from the tail of the log this runner read last when
-   * it can: every projection reads the same log, so one query (coalesced: at most one in flight plus one queued)
-   * feeds all of them. `stale`: the events came from a tail read before the latest kick; the caller looks again.
-   */
-  private async readShared(from: Position): Promise<{ batch: ReadAllBatch; stale: boolean }> {
-    const t = this.tail;
-    if (t.has(from)) {
-      const batch = t.after(from, this.batchSize);
-      if (batch.events.length > 0) return { batch, stale: t.epoch !== this.readEpoch };
-      // fresh: read after the latest kick, and recently (a poll must look again: other processes' appends, and
-      // events an older transaction held back, wake no one here)
-      if (t.epoch === this.readEpoch && t.complete && Date.now() - t.readAt < this.pollMs / 2) return { batch, stale: false };
-      await this.extendTail();
-      if (t.has(from)) return { batch: t.after(from, this.batchSize), stale: false };
-    }
-    return { batch: await this.readIntoTail(from), stale: false };
-  }
-
-  /** readAll from `from`, offered to the tail (which keeps it when it continues or is ahead of what it holds). */
-  private async readIntoTail(from: Position): Promise<ReadAllBatch> {
-    const epoch = this.readEpoch;
-    const readAt = Date.now();
-    const batch = await this.store.readAll(from, this.batchSize);
-    this.tail.adopt(from, batch, epoch, readAt);
-    return batch;
-  }
-
-  /** Reads the log after the tail's end: joins the read in flight if it started after the latest kick, else queues one. */
-  private extendTail(): Promise<void> {
-    if (this.tailRead.queued) return this.tailRead.queued;
-    const current = this.tailRead.current;
-    if (current && current.epoch === this.readEpoch) return current.done;
-    const start = (): Promise<void> => {
-      this.tailRead.queued = undefined;
-      const entry = { epoch: this.readEpoch, done: this.readIntoTail(this.tail.end).then(() => undefined) };
-      this.tailRead.current = entry;
-      const settle = () => {
-        if (this.tailRead.current === entry) this.tailRead.current = undefined;
-      };
-      entry.done.then(settle, settle);
-      return entry.done;
-    };
-    if (!current) return start();
-    const queued = current.done.then(start, start);
-    this.tailRead.queued = queued;
-    return queued;
-  }
-
   /** Runs until every projection has applied everything appended so far (tests, CLI). */
   async catchUp(): Promise<void> {
     const head = await this.store.headPosition();
@@ -401,112 +352,5 @@ export class ProjectionRunner {
       `UPDATE projections.checkpoints SET state = 'failing', error = $2, updated_at = now() WHERE name = $1`,
       [p.name, String((err as Error)?.message ?? err).slice(0, 2000)],
     );
-  }
-}
-
-/** A SQL string literal (standard_conforming_strings): for the runner's own names and positions, never user input. */
-const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
-
-interface OpenedRow {
-  ok: boolean;
-  position: Position;
-  version: number;
-}
-
-/**
- * The first statements of a batch's transaction: the projection's lock (without waiting) with the transaction's
- * settings, made by set_config(…, true) (transaction-local, as SET LOCAL) in the same statement; then its stored
- * checkpoint. Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
- * from the log, and the commit need not wait for the WAL flush (event appends themselves stay synchronous).
- * Generic plans: a projection's statements are keyed writes whose plan does not depend on the values, and
- * planning its larger set-form statements each time cost more than running them; their plans stay current, as
- * the statistics keeper analyzes young tables as they grow and an ANALYZE re-plans.
- */
-const openingStatement = (p: Projection): string =>
-  `SELECT pg_try_advisory_xact_lock(hashtext(${literal(lockKeyOf(p.name))})) AS ok,
-          set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
-          set_config('search_path', ${literal(`${p.schema}, public`)}, true);
-   SELECT position, version FROM projections.checkpoints WHERE name = ${literal(p.name)}`;
-// The checkpoint is read by a statement of its own, after the lock is held: read committed takes a statement's
-// snapshot when it starts, so a read in the locking statement could miss a batch another process committed while
-// this one waited for the lock, and apply that batch again.
-
-/** What the opening statements returned, from the results of a multi-statement query that ends with them. */
-const openedRow = (results: unknown): OpenedRow | undefined => {
-  const all = results as Array<{ rows: Array<Record<string, unknown>> }>;
-  const lock = all[all.length - 2].rows[0];
-  const checkpoint = all[all.length - 1].rows[0];
-  return lock && checkpoint ? { ok: lock.ok as boolean, position: checkpoint.position as Position, version: checkpoint.version as number } : undefined;
-};
-
-/**
- * The most recent stretch of the log a runner read: events in order, contiguous from `start` (exclusive) to `end`,
- * as readAll returned them (so never past an event a late commit could still precede). Bounded: the oldest events
- * are dropped beyond a few batches.
- */
-class LogTail {
-  private events: RecordedEvent[] = [];
-  /** position → index in `events` + offset */
-  private readonly index = new Map<Position, number>();
-  private offset = 0;
-  private start: Position | undefined;
-  end: Position = START;
-  epoch = -1;
-  /** when (ms) the read that last extended the tail started */
-  readAt = 0;
-  /** the last read returned less than a full batch: nothing more was readable then */
-  complete = false;
-
-  constructor(
-    private readonly batchSize: number,
-    private readonly compare: (a: Position, b: Position) => number,
-  ) {}
-
-  has(from: Position): boolean {
-    return this.start !== undefined && (from === this.start || this.index.has(from));
-  }
-
-  /** Whether the tail holds an event after `from` that satisfies `test`. */
-  hasAfter(from: Position, test: (e: RecordedEvent) => boolean): boolean {
-    if (!this.has(from)) return false;
-    for (let i = from === this.start ? 0 : this.index.get(from)! + 1 - this.offset; i < this.events.length; i++) {
-      if (test(this.events[i])) return true;
-    }
-    return false;
-  }
-
-  after(from: Position, limit: number): ReadAllBatch {
-    const i = from === this.start ? 0 : this.index.get(from)! + 1 - this.offset;
-    const events = this.events.slice(i, i + limit);
-    return { events, nextPosition: events.length > 0 ? events[events.length - 1].position : from };
-  }
-
-  /** Takes a read's result: extends the tail when it continues it, starts a new tail when it is ahead of it. */
-  adopt(from: Position, batch: ReadAllBatch, epoch: number, readAt: number): void {
-    if (this.start === undefined || (from !== this.end && this.compare(from, this.end) > 0)) {
-      this.events = [];
-      this.index.clear();
-      this.offset = 0;
-      this.start = from;
-      this.end = from;
-      this.epoch = -1;
-      this.readAt = 0;
-    } else if (from !== this.end) {
-      return; // a read behind the tail (a projection catching up): not part of it
-    }
-    for (const e of batch.events) {
-      this.index.set(e.position, this.offset + this.events.length);
-      this.events.push(e);
-    }
-    this.end = batch.nextPosition;
-    this.epoch = Math.max(this.epoch, epoch);
-    this.readAt = Math.max(this.readAt, readAt);
-    this.complete = batch.events.length < this.batchSize;
-    if (this.events.length > 4 * this.batchSize) {
-      const dropped = this.events.splice(0, this.events.length - this.batchSize);
-      for (const e of dropped) this.index.delete(e.position);
-      this.offset += dropped.length;
-      this.start = dropped[dropped.length - 1].position;
-    }
   }
 }

@@ -1,7 +1,7 @@
 // KafkaTransport against a real Kafka broker (test/support/kafka.mjs starts Apache Kafka from its Maven
 // jars, or uses KAFKA_BROKERS). Skipped, with the reason, when no broker could be had.
 import { spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -639,7 +639,8 @@ d('KafkaTransport (real broker)', () => {
  */
 function compileAdapterFor(dir: string): string {
   const swc = require('@swc/core') as typeof import('@swc/core');
-  for (const rel of ['src/ports/transport.ts', 'src/adapters/kafka/transport.ts']) {
+  const adapter = readdirSync(join(ROOT, 'src/adapters/kafka')).filter((f) => f.endsWith('.ts')).map((f) => `src/adapters/kafka/${f}`);
+  for (const rel of ['src/ports/transport.ts', ...adapter]) {
     const out = join(dir, rel.replace(/\.ts$/, '.js'));
     mkdirSync(dirname(out), { recursive: true });
     const { code } = swc.transformFileSync(join(ROOT, rel), {

@@ -1,0 +1,167 @@
+// Claims of work rows (pending → in_flight) for the dispatcher: without quota (TIER_UNLIMITED), and with a
+// number's daily limit over the rolling 24 h quota window.
+import type { Pool, PoolClient } from 'pg';
+import { QUOTA_WINDOW_MS } from '../../projections/accounts/queries';
+
+// ---------------------------------------------------------------- claims (pending → in_flight)
+
+export interface ClaimedRecipient {
+  idx: number;
+  chunk: number;
+  phone: string;
+  e164: string;
+  variables: Record<string, unknown>;
+  buttonVariables: Record<string, unknown>;
+  /** including this attempt */
+  attempts: number;
+}
+
+const toClaimed = (r: any): ClaimedRecipient => ({
+  idx: r.idx, chunk: r.chunk, phone: r.phone, e164: r.e164, variables: r.variables, buttonVariables: r.button_variables, attempts: r.attempts,
+});
+
+export interface ClaimArgs {
+  bulkId: string;
+  dispatcher: string;
+  now: Date;
+  leaseUntil: Date;
+  limit: number;
+  /**
+   * Look at indexes from here on (the dispatcher's cursor): the rows before it were claimed already, and their
+   * dead index entries would otherwise be walked again on every claim. Retries behind the cursor are found by
+   * a claim from 0 when the cursor runs dry.
+   */
+  fromIdx?: number;
+}
+
+const PENDING_READY = `state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= $now)`;
+const JOB_ACTIVE = `EXISTS (SELECT 1 FROM bulk_work.jobs j WHERE j.bulk_id = $bulk AND NOT j.cancel_requested AND j.state IN ('queued', 'processing'))`;
+
+const sql = (text: string, names: Record<string, number>) => text.replace(/\$(bulk|now|number|since)\b/g, (_, n: string) => `$${names[n]}`);
+
+async function markInFlight(db: Pool | PoolClient, args: ClaimArgs, idxs: number[]): Promise<ClaimedRecipient[]> {
+  if (idxs.length === 0) return [];
+  const r = await db.query(
+    `UPDATE bulk_work.recipients SET state = 'in_flight', dispatcher = $2, lease_until = $3, claimed_at = $4, attempts = attempts + 1
+      WHERE bulk_id = $1 AND idx = ANY($5::int[]) AND state = 'pending'
+      RETURNING idx, chunk, phone, e164, variables, button_variables, attempts`,
+    [args.bulkId, args.dispatcher, args.leaseUntil, args.now, idxs],
+  );
+  return r.rows.map(toClaimed).sort((a, b) => a.idx - b.idx);
+}
+
+/**
+ * Claims up to `limit` ready recipients of a job (no quota: TIER_UNLIMITED): one statement, rows locked with
+ * FOR UPDATE SKIP LOCKED, so concurrent dispatchers get disjoint rows; committed before any send.
+ */
+export async function claimRecipients(pool: Pool, args: ClaimArgs): Promise<ClaimedRecipient[]> {
+  const names = { bulk: 1, now: 4 };
+  const r = await pool.query(
+    sql(
+      `WITH c AS (
+         SELECT idx FROM bulk_work.recipients
+          WHERE bulk_id = $bulk AND idx >= $6 AND ${PENDING_READY} AND ${JOB_ACTIVE}
+          ORDER BY idx LIMIT $5 FOR UPDATE SKIP LOCKED)
+       UPDATE bulk_work.recipients r SET state = 'in_flight', dispatcher = $2, lease_until = $3, claimed_at = $now, attempts = r.attempts + 1
+        WHERE r.bulk_id = $bulk AND r.idx = ANY(ARRAY(SELECT idx FROM c)) AND r.state = 'pending'
+       RETURNING r.idx, r.chunk, r.phone, r.e164, r.variables, r.button_variables, r.attempts`,
+      names,
+    ),
+    [args.bulkId, args.dispatcher, args.leaseUntil, args.now, args.limit, args.fromIdx ?? 0],
+  );
+  return r.rows.map(toClaimed).sort((a, b) => a.idx - b.idx);
+}
+
+export interface QuotaClaim {
+  claimed: ClaimedRecipient[];
+  /** unique recipients of the number in the rolling window (sent, or in flight), before this claim */
+  used: number;
+  limit: number;
+  /** nothing could be claimed because the quota is used up (ready recipients are waiting) */
+  blocked: boolean;
+  /** when blocked: when the window frees room next */
+  resumeAt: Date | null;
+}
+
+const WINDOW_UNION = `
+  SELECT recipient AS r, last_sent_at AS t FROM rm_accounts.quota_recipients WHERE number_id = $number AND last_sent_at > $since
+  UNION ALL
+  SELECT e164, claimed_at FROM bulk_work.recipients WHERE number_id = $number AND state IN ('in_flight', 'sent') AND claimed_at > $since`;
+
+const IN_WINDOW = `(
+  EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $number AND q.recipient = r.e164 AND q.last_sent_at > $since)
+  OR EXISTS (SELECT 1 FROM bulk_work.recipients w WHERE w.number_id = $number AND w.e164 = r.e164
+                AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since))`;
+
+/**
+ * Claims for a number with a daily limit: serialised per number (advisory lock), counts the unique
+ * recipients of the rolling 24 h window (single sends from the accounts read model, plus this work table's
+ * sent and in-flight rows, which the read model may not have yet), and claims recipients already in the
+ * window freely and new ones only while room remains.
+ */
+export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { numberId: number; dailyLimit: number }): Promise<QuotaClaim> {
+  const since = new Date(args.now.getTime() - QUOTA_WINDOW_MS);
+  const names = { bulk: 1, now: 2, number: 3, since: 4 };
+  const base = [args.bulkId, args.now, args.numberId, since];
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`bulk-quota:${args.numberId}`]);
+    const windowNames = { number: 1, since: 2 };
+    const usedRow = await client.query<{ n: number }>(
+      sql(`SELECT count(DISTINCT u.r)::int AS n FROM (${WINDOW_UNION}) u`, windowNames),
+      [args.numberId, since],
+    );
+    const used = usedRow.rows[0].n;
+    const remaining = args.dailyLimit - used;
+    const candidates = await client.query<{ idx: number; in_window: boolean }>(
+      sql(
+        `SELECT r.idx, ${IN_WINDOW} AS in_window FROM bulk_work.recipients r
+          WHERE r.bulk_id = $bulk AND r.idx >= $6 AND ${PENDING_READY} AND ${JOB_ACTIVE}
+          ORDER BY r.idx LIMIT $5 FOR UPDATE OF r SKIP LOCKED`,
+        names,
+      ),
+      [...base, args.limit, args.fromIdx ?? 0],
+    );
+    let room = Math.max(0, remaining);
+    let chosen: number[] = [];
+    for (const c of candidates.rows) {
+      if (c.in_window) chosen.push(c.idx);
+      else if (room > 0) {
+        chosen.push(c.idx);
+        room--;
+      }
+    }
+    if (chosen.length === 0 && candidates.rows.length > 0) {
+      // no room: recipients already in the window can still be sent to, wherever they are in the list
+      const free = await client.query<{ idx: number }>(
+        sql(
+          `SELECT r.idx FROM bulk_work.recipients r
+            WHERE r.bulk_id = $bulk AND ${PENDING_READY} AND ${JOB_ACTIVE} AND ${IN_WINDOW}
+            ORDER BY r.idx LIMIT $5 FOR UPDATE OF r SKIP LOCKED`,
+          names,
+        ),
+        [...base, args.limit],
+      );
+      chosen = free.rows.map((x) => x.idx);
+    }
+    const claimed = await markInFlight(client, args, chosen);
+    let resumeAt: Date | null = null;
+    const blocked = claimed.length === 0 && candidates.rows.length > 0;
+    if (blocked) {
+      const oldest = await client.query<{ t: Date | null }>(
+        sql(`SELECT min(u.t) AS t FROM (${WINDOW_UNION}) u`, windowNames),
+        [args.numberId, since],
+      );
+      const t = oldest.rows[0].t;
+      resumeAt = t ? new Date(t.getTime() + QUOTA_WINDOW_MS + 1) : new Date(args.now.getTime() + 1000);
+    }
+    await client.query('COMMIT');
+    return { claimed, used, limit: args.dailyLimit, blocked, resumeAt };
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}

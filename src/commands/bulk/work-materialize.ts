@@ -1,0 +1,56 @@
+// Materialization: copies a job's chunk streams (BulkRecipientsAdded) into work rows (bulk_work.recipients).
+import type { BulkEventData } from '../../events/bulk';
+import type { Services } from '../../services';
+import { normalizePhone } from '../../shared/phone';
+import { chunkStreamId } from './decider';
+
+// ---------------------------------------------------------------- materialization (chunk streams → rows)
+
+/**
+ * Copies the next `maxChunks` chunk streams of a job into work rows (phones normalized to E.164 for the
+ * quota), under the job's row lock; idempotent. Returns the number of chunks now materialized.
+ */
+export async function materializeChunks(services: Services, bulkId: string, maxChunks: number): Promise<number> {
+  const client = await services.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const r = await client.query(
+      'SELECT number_id, chunk_count, materialized_chunks FROM bulk_work.jobs WHERE bulk_id = $1 FOR UPDATE',
+      [bulkId],
+    );
+    const job = r.rows[0];
+    if (!job) {
+      await client.query('ROLLBACK');
+      return 0;
+    }
+    const upTo = Math.min(job.chunk_count, job.materialized_chunks + maxChunks);
+    for (let chunk = job.materialized_chunks; chunk < upTo; chunk++) {
+      const events = await services.store.readStream(chunkStreamId(bulkId, chunk));
+      const added = events.find((e) => e.type === 'BulkRecipientsAdded');
+      if (!added) throw new Error(`bulk ${bulkId}: chunk ${chunk} has no BulkRecipientsAdded event`);
+      const d = added.data as BulkEventData<'BulkRecipientsAdded'>;
+      await client.query(
+        `INSERT INTO bulk_work.recipients (bulk_id, idx, chunk, number_id, phone, e164, variables, button_variables)
+         SELECT $1, r.idx, $2, $3, r.phone, r.e164, r.variables, r.button_variables
+           FROM unnest($4::int[], $5::text[], $6::text[], $7::jsonb[], $8::jsonb[]) AS r(idx, phone, e164, variables, button_variables)
+         ON CONFLICT (bulk_id, idx) DO NOTHING`,
+        [
+          bulkId, chunk, job.number_id,
+          d.recipients.map((x) => x.index),
+          d.recipients.map((x) => x.phone),
+          d.recipients.map((x) => normalizePhone(x.phone) ?? x.phone),
+          d.recipients.map((x) => JSON.stringify(x.variables)),
+          d.recipients.map((x) => JSON.stringify(x.buttonVariables)),
+        ],
+      );
+    }
+    await client.query('UPDATE bulk_work.jobs SET materialized_chunks = $2 WHERE bulk_id = $1', [bulkId, upTo]);
+    await client.query('COMMIT');
+    return upTo;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,61 @@
+// Sending a claimed window: paced, at most `concurrency` provider calls in flight; each send's answer becomes
+// an outcome (sent, failed, retry with backoff, or unsent when stopping).
+import type { ClaimedRecipient, JobRow, Outcome } from '../commands/bulk/work';
+import { buildComponents } from '../commands/send/components';
+import { isProviderError } from '../ports/provider';
+import type { DispatcherContext } from './bulk-dispatcher-context';
+import type { Pacer } from './bulk-pacer';
+
+/** Sends a claimed window (paced, bounded concurrency); returns the outcomes to record. */
+export async function sendWindow(ctx: DispatcherContext, job: JobRow, rows: readonly ClaimedRecipient[], pacer: Pacer): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  const inFlight = new Set<Promise<void>>();
+  for (const row of rows) {
+    if (ctx.stopping(job.bulkId)) {
+      outcomes.push({ idx: row.idx, kind: 'unsent' });
+      continue;
+    }
+    await pacer.wait();
+    if (ctx.stopping(job.bulkId)) {
+      outcomes.push({ idx: row.idx, kind: 'unsent' });
+      continue;
+    }
+    const p: Promise<void> = sendOne(ctx, job, row, pacer).then((o) => {
+      outcomes.push(o);
+      inFlight.delete(p);
+    });
+    inFlight.add(p);
+    if (inFlight.size >= ctx.o.concurrency) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+  return outcomes;
+}
+
+async function sendOne(ctx: DispatcherContext, job: JobRow, row: ClaimedRecipient, pacer: Pacer): Promise<Outcome> {
+  const built = buildComponents(job.template, row.variables, row.buttonVariables);
+  if (!built.ok) {
+    return { idx: row.idx, kind: 'failed', code: 'invalid_variables', message: Object.values(built.errors).flat().join(' '), at: ctx.now() };
+  }
+  try {
+    const { providerMessageId } = await ctx.provider.sendTemplate({
+      phoneNumberId: job.phoneNumberId,
+      to: row.phone,
+      template: job.templateName,
+      language: job.language,
+      components: built.components,
+    });
+    return { idx: row.idx, kind: 'sent', providerMessageId, at: ctx.now() };
+  } catch (err) {
+    if (isProviderError(err)) {
+      if (err.code === '130429') pacer.backoff(ctx.o.throughputBackoffMs);
+      // a timeout may mean the provider accepted it: not retried (no double sends)
+      if (err.retryable && err.code !== 'timeout' && row.attempts < ctx.o.maxAttempts) {
+        const delay = Math.min(ctx.o.maxRetryDelayMs, ctx.o.retryBaseMs * 2 ** (row.attempts - 1));
+        return { idx: row.idx, kind: 'retry', code: err.code, message: err.message, nextAttemptAt: new Date(ctx.now().getTime() + delay) };
+      }
+      return { idx: row.idx, kind: 'failed', code: err.code, message: err.message, at: ctx.now() };
+    }
+    ctx.services.logger.error({ err, bulkId: job.bulkId, index: row.idx }, 'bulk dispatcher: provider call failed unexpectedly');
+    return { idx: row.idx, kind: 'failed', code: 'internal_error', message: 'the send failed unexpectedly', at: ctx.now() };
+  }
+}

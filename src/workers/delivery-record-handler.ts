@@ -1,0 +1,96 @@
+// The delivery consumer's per-record path: a status applied through its owner's applier, an inbound message recorded
+// on its conversation; and the caches this path shares with the batch handler (delivery-batch-handler.ts).
+import type { Services } from '../services';
+import { inboundProviderMessage } from '../commands/send/conversation';
+import { conversationStreamId } from '../commands/conversation/decider';
+import { deterministicUuid } from '../commands/send/ids';
+import { PoisonRecordError, type RecordHandler } from '../ports/transport';
+import { findContactForRecipient } from '../projections/sends/contacts';
+import { findNumberByProviderId } from '../projections/sends/queries';
+import { normalizePhone } from '../shared/phone';
+import type { StatusApplier } from '../commands/delivery-status';
+import { isObject, parseStatusRecord, unixToIso } from './delivery-status-parsing';
+import { createOwnerFinder } from './provider-message-owners';
+import { createSendStatusApplier, createSendStreamCache, statusAppliers, statusIdentity } from './send-status-applier';
+
+export interface DeliveryConsumerOptions {
+  topic?: string;
+  groupId?: string;
+  /** how long a status for an unknown provider message id is retried before it is dead-lettered (default 60 s) */
+  ownerGraceMs?: number;
+  /** how long one attempt waits in place for the owner to appear (default 500 ms) */
+  ownerWaitMs?: number;
+  /** records of one partition handled at once on the per-record path; one message's statuses stay in order (default 16) */
+  keyedConcurrency?: number;
+  /** most records per batch (default 500; the transport's maxBatchRecords) */
+  maxBatchRecords?: number;
+}
+
+/** What the per-record and the batch handlers share: caches, the owner lookup, the per-record handler. */
+export function deliveryCore(services: Services, options: DeliveryConsumerOptions) {
+  const { owners, firstSeen, findOwner } = createOwnerFinder(services, options);
+  const sendCache = createSendStreamCache();
+  const applySend = createSendStatusApplier({ cache: sendCache });
+  const applierFor = (kind: string): StatusApplier | undefined => (kind === 'send' ? applySend : statusAppliers.get(kind));
+
+  const onStatus = async (value: Record<string, any>) => {
+    const update = parseStatusRecord(value);
+    if (!update) return; // a status we do not track (e.g. deleted, warning)
+    const owner = await findOwner(update);
+    firstSeen.delete(statusIdentity(update));
+    const apply = applierFor(owner.kind);
+    if (!apply) throw new PoisonRecordError(`no status applier for provider messages of kind ${owner.kind}`);
+    await apply(services, owner, update);
+  };
+
+  const onMessage = async (value: Record<string, any>) => {
+    const m = value.message;
+    if (!isObject(m)) throw new PoisonRecordError('message record without a message object');
+    if (typeof m.id !== 'string' || m.id === '') throw new PoisonRecordError('inbound message without an id');
+    if (typeof m.from !== 'string' || !/^\+?\d{6,20}$/.test(m.from)) throw new PoisonRecordError(`inbound message ${m.id}: invalid sender`);
+    if (typeof value.phoneNumberId !== 'string' || value.phoneNumberId === '') {
+      throw new PoisonRecordError(`inbound message ${m.id}: no receiving phone_number_id`);
+    }
+    const { iso } = unixToIso(m.timestamp, `inbound message ${m.id}`);
+    const number = await findNumberByProviderId(services.pool, value.phoneNumberId);
+    if (!number) throw new PoisonRecordError(`inbound message ${m.id}: unknown phone_number_id ${value.phoneNumberId}`);
+    const digits = m.from.replace(/^\+/, '');
+    const contactE164 = normalizePhone(digits) ?? `+${digits}`;
+    const contact = await findContactForRecipient(services.pool, number.companyId, contactE164);
+    const data = inboundProviderMessage({
+      companyId: number.companyId,
+      phoneNumberId: value.phoneNumberId,
+      contactE164,
+      contactId: contact?.id ?? null,
+      message: m,
+      occurredAt: iso,
+    });
+    const appended = await services.store.append(
+      conversationStreamId(number.companyId, data.conversationId),
+      [{
+        type: 'MessageRecorded',
+        data,
+        metadata: {
+          eventId: deterministicUuid('provider-inbound-message', `${number.companyId}:${m.id}`),
+          correlationId: deterministicUuid('provider-inbound-correlation', `${number.companyId}:${m.id}`),
+          causationId: null,
+          companyId: number.companyId,
+          actor: 'provider',
+          at: services.now().toISOString(),
+        },
+      }],
+      'any',
+    );
+    if (!appended.alreadyAppended) services.metrics.eventsAppended.labels('MessageRecorded').inc();
+  };
+
+  const handleRecord: RecordHandler = async (record) => {
+    const value = record.value;
+    if (!isObject(value)) throw new PoisonRecordError('record value is not a JSON object');
+    if (value.kind === 'status') return onStatus(value);
+    if (value.kind === 'message') return onMessage(value);
+    throw new PoisonRecordError(`unknown record kind ${JSON.stringify(value.kind)}`);
+  };
+
+  return { owners, sendCache, handleRecord };
+}

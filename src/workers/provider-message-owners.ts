@@ -1,0 +1,96 @@
+// Finding the send or bulk recipient that owns a provider message id: one query for a batch's ids, and the
+// per-record lookup that waits briefly in place, then retries until the grace period ends (then dead-letters).
+import type { Services } from '../services';
+import { reconcileSendFromStatus } from '../commands/send/reconcile';
+import { PoisonRecordError } from '../ports/transport';
+import { SENDS_SCHEMA } from '../projections/sends/projection';
+import { findProviderMessageOwner, type ProviderMessageOwner } from '../projections/sends/queries';
+// [bulk sends, issue 5] bulk recipients own provider message ids too: owner lookup and applier in src/commands/bulk/delivery.ts
+import { BULK_OWNERS_SELECT, bulkOwnerFromRow, findBulkMessageOwner } from '../commands/bulk/delivery';
+import type { ProviderStatusUpdate } from '../commands/delivery-status';
+import { Lru } from './lru';
+import { statusIdentity } from './send-status-applier';
+
+/** [issue 16] A status naming a keyed send whose answer was never recorded records that answer (per-record path only). */
+const reconciledOwner = (services: Services, update: ProviderStatusUpdate) =>
+  update.clientReference === undefined
+    ? undefined
+    : reconcileSendFromStatus(services, {
+      clientReference: update.clientReference,
+      providerMessageId: update.providerMessageId,
+      phoneNumberId: update.phoneNumberId ?? null,
+      at: update.at,
+    });
+
+class OwnerNotYetKnownError extends Error {
+  override name = 'OwnerNotYetKnownError';
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const MAX_TRACKED = 100_000;
+
+/** Owners of provider message ids, one query: the single sends' owner index and the bulk recipients. */
+export async function findProviderMessageOwners(services: Services, ids: readonly string[]): Promise<Map<string, ProviderMessageOwner>> {
+  const out = new Map<string, ProviderMessageOwner>();
+  if (ids.length === 0) return out;
+  const r = await services.pool.query<{
+    provider_message_id: string; rank: number; kind: string; stream_id: string | null; company_id: number; bulk_id: string | null; chunk: number | null;
+  }>(
+    `SELECT provider_message_id, 0 AS rank, kind, stream_id, company_id, NULL::text AS bulk_id, NULL::int AS chunk
+       FROM ${SENDS_SCHEMA}.provider_messages WHERE provider_message_id = ANY($1::text[])
+     UNION ALL ${BULK_OWNERS_SELECT}
+     ORDER BY rank`,
+    [ids],
+  );
+  for (const row of r.rows) {
+    if (out.has(row.provider_message_id)) continue; // the lowest rank wins
+    out.set(
+      row.provider_message_id,
+      row.rank === 0
+        ? { providerMessageId: row.provider_message_id, kind: row.kind, streamId: row.stream_id!, companyId: row.company_id }
+        : bulkOwnerFromRow({ provider_message_id: row.provider_message_id, company_id: row.company_id, bulk_id: row.bulk_id!, chunk: row.chunk! }),
+    );
+  }
+  return out;
+}
+
+/**
+ * The per-record owner lookup: cached owners, else the owner indexes, waited for in place up to `ownerWaitMs`;
+ * `firstSeen` holds when a status with no owner yet was first seen (dead-lettered `ownerGraceMs` after).
+ */
+export function createOwnerFinder(services: Services, options: { ownerGraceMs?: number; ownerWaitMs?: number }) {
+  const graceMs = options.ownerGraceMs ?? 60_000;
+  const waitMs = options.ownerWaitMs ?? 500;
+  const firstSeen = new Map<string, number>();
+  const owners = new Lru<string, ProviderMessageOwner>(50_000); // an owner never changes once recorded
+
+  const findOwner = async (update: ProviderStatusUpdate): Promise<ProviderMessageOwner> => {
+    const known = owners.get(update.providerMessageId);
+    if (known) return known;
+    const started = Date.now();
+    for (let delay = 10; ; delay = Math.min(delay * 2, 200)) {
+      const owner = (await findProviderMessageOwner(services.pool, update.providerMessageId))
+        ?? (await findBulkMessageOwner(services.pool, update.providerMessageId)) // [bulk sends, issue 5]
+        ?? (await reconciledOwner(services, update)); // [issue 16]
+      if (owner) {
+        owners.set(update.providerMessageId, owner);
+        return owner;
+      }
+      if (Date.now() - started >= waitMs) break;
+      await sleep(Math.min(delay, Math.max(0, waitMs - (Date.now() - started))));
+    }
+    const identity = statusIdentity(update);
+    const first = firstSeen.get(identity) ?? started;
+    if (!firstSeen.has(identity)) {
+      if (firstSeen.size >= MAX_TRACKED) firstSeen.delete(firstSeen.keys().next().value!);
+      firstSeen.set(identity, first);
+    }
+    if (Date.now() - first >= graceMs) {
+      firstSeen.delete(identity);
+      throw new PoisonRecordError(`unknown provider message id ${update.providerMessageId} (status ${update.status}) after ${graceMs} ms`);
+    }
+    throw new OwnerNotYetKnownError(`no send owns provider message id ${update.providerMessageId} yet`);
+  };
+
+  return { owners, firstSeen, findOwner };
+}

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { signWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { e2eServerEnv } from '../support/e2e-server';
 
 // A keyed send survives `kill -9` (docs/sends.md, "Idempotent sends"): the built server with PROVIDER=cloud-api
 // against a fake Graph API run by the test (the outside provider's only fake). The fake records the send and the
@@ -184,21 +185,13 @@ d('keyed send across kill -9 of the server (built CLI, cloud-api provider)', () 
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-crash-'));
     url = `http://127.0.0.1:${await freePort()}`;
-    env = {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      LOG_LEVEL: 'warn',
-      DATA_DIR: dataDir,
-      PORT: new URL(url).port,
-      DATABASE_URL: db.url,
-      ANONYMIZATION_SECRET: 'e2e-anonymization-secret-0123456789',
-      API_KEY_PEPPER: 'e2e-pepper-0123456789abcdef',
+    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'warn' }, {
       PROVIDER: 'cloud-api',
       PROVIDER_BASE_URL: `http://127.0.0.1:${fake.port}`,
       PROVIDER_ACCESS_TOKEN: 'e2e-token',
       PROVIDER_APP_SECRET: APP_SECRET,
       PROVIDER_VERIFY_TOKEN: 'e2e-verify',
-    };
+    });
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e crash').trim();
     expect(apiKey).toMatch(/^sbk_/);

@@ -7,6 +7,7 @@ import { Webhook } from 'standardwebhooks';
 import { signWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startReceiver } from '../support/webhook-receiver';
+import { e2eServerEnv } from '../support/e2e-server';
 
 // Client webhooks survive `kill -9` of the delivering process (docs/webhooks.md, "Delivery"): the built CLI
 // (`serve`, then `serve` + `worker` sharing the work) with the operator setting that allows loopback endpoints,
@@ -125,15 +126,7 @@ d('client webhooks across kill -9 of the delivering process (built CLI)', () => 
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-webhooks-'));
     url = `http://127.0.0.1:${await freePort()}`;
-    env = {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      LOG_LEVEL: 'info',
-      DATA_DIR: dataDir,
-      PORT: new URL(url).port,
-      DATABASE_URL: db.url,
-      ANONYMIZATION_SECRET: 'e2e-anonymization-secret-0123456789',
-      API_KEY_PEPPER: 'e2e-pepper-0123456789abcdef',
+    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, {
       PROVIDER: 'sandbox',
       SANDBOX_DELIVERY: 'off',
       PROVIDER_APP_SECRET: APP_SECRET,
@@ -141,7 +134,7 @@ d('client webhooks across kill -9 of the delivering process (built CLI)', () => 
       // the operator settings that let an endpoint be a plain-http loopback address (the test's receiver)
       WEBHOOKS_ALLOW_PRIVATE_URLS: 'true',
       WEBHOOKS_ALLOW_HTTP: 'true',
-    };
+    });
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e webhooks').trim();
     expect(apiKey).toMatch(/^sbk_/);

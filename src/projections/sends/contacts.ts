@@ -12,7 +12,10 @@ export interface RecipientContact {
  * contact only when no other matches); none: null.
  */
 export async function findContactForRecipient(pool: Pool, companyId: number, e164: string): Promise<RecipientContact | null> {
-  const found = await findContactsByPhone(pool, companyId, e164);
+  return chooseRecipient(await findContactsByPhone(pool, companyId, e164));
+}
+
+function chooseRecipient(found: ReadonlyArray<{ id: number; fullName: string | null; isTest: boolean }>): RecipientContact | null {
   const chosen = found.find((c) => !c.isTest) ?? found[0];
   return chosen ? { id: chosen.id, fullName: chosen.fullName } : null;
 }
@@ -24,8 +27,8 @@ export async function findContactsForRecipients(
 ): Promise<Map<string, RecipientContact>> {
   const chosen = new Map<string, RecipientContact>();
   for (const [key, found] of await findContactsByPhones(pool, recipients)) {
-    const c = found.find((x) => !x.isTest) ?? found[0];
-    if (c) chosen.set(key, { id: c.id, fullName: c.fullName });
+    const c = chooseRecipient(found);
+    if (c) chosen.set(key, c);
   }
   return chosen;
 }

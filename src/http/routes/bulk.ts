@@ -26,6 +26,7 @@ import {
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
 import { ApiError, detailNotFound, fieldErrors, notFound } from '../errors';
+import { pageLinks } from '../page-links';
 
 /** send-bulk accepts bodies up to 32 MiB: 100,000 recipients with a few variables each. */
 export const BULK_BODY_LIMIT = 32 * 1024 * 1024;
@@ -251,22 +252,6 @@ function messageItem(m: BulkMessageRow) {
   };
 }
 
-/** Absolute next/previous links that keep every other query parameter (page 1 has no `page`). */
-function pageLinks(request: FastifyRequest, pageNumber: number, pageSize: number, count: number): { next: string | null; previous: string | null } {
-  const [path, qs = ''] = request.url.split('?');
-  const base = `${request.protocol}://${request.host}${path}`;
-  const link = (p: number) => {
-    const params = new URLSearchParams(qs);
-    if (p === 1) params.delete('page');
-    else params.set('page', String(p));
-    const s = params.toString();
-    return s ? `${base}?${s}` : base;
-  };
-  return {
-    next: pageNumber * pageSize < count ? link(pageNumber + 1) : null,
-    previous: pageNumber > 1 ? link(pageNumber - 1) : null,
-  };
-}
 
 function pageWindow(pageNumber: number, requestedSize: number) {
   const limit = Math.min(requestedSize, MAX_PAGE_SIZE);

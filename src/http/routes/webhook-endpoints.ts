@@ -15,6 +15,7 @@ import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } fr
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
 import { badRequest, notFound } from '../errors';
+import { pageLinks } from '../page-links';
 
 const BASE = '/api/v1/webhook-endpoints/';
 const MAX_PAGE_SIZE = 100;
@@ -183,15 +184,3 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   });
 }
 
-function pageLinks(request: FastifyRequest, pageNumber: number, pageSize: number, count: number): { next: string | null; previous: string | null } {
-  const [path, qs = ''] = request.url.split('?');
-  const base = `${request.protocol}://${request.host}${path}`;
-  const link = (p: number) => {
-    const params = new URLSearchParams(qs);
-    if (p === 1) params.delete('page');
-    else params.set('page', String(p));
-    const s = params.toString();
-    return s ? `${base}?${s}` : base;
-  };
-  return { next: pageNumber * pageSize < count ? link(pageNumber + 1) : null, previous: pageNumber > 1 ? link(pageNumber - 1) : null };
-}

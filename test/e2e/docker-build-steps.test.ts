@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { EXAMPLE } from '../support/provisioning';
+import { freePort } from '../support/e2e-server';
 
 // The Dockerfile's build without a Docker engine (scripts/docker-steps.mjs): a clean copy of what it COPYs, its RUN
 // steps (npm ci, build, prune), then the runtime stage's tree started the way the image starts it, as a non-root
@@ -54,15 +54,6 @@ function dataDirFor(out: string, name = 'data'): string {
   }
   return dir;
 }
-
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-  });
 
 interface App { child: ChildProcess; output: () => string; exited: Promise<number | null> }
 

@@ -1,23 +1,14 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { SYSTEM_EMBEDDED_DIR, systemClusterDir } from '../../src/adapters/postgres/embedded-location';
+import { freePort } from '../support/e2e-server';
 
 // Issue #14: as root, with DATA_DIR or the project itself under a private (0700) folder such as /root, the built
 // `switchboard serve` on the embedded default becomes healthy and keeps its data, without loosening that folder.
 const ROOT = resolve(__dirname, '../..');
 const CLI = join(ROOT, 'dist/cli.js');
-
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-  });
 
 const cleanEnv = (extra: Record<string, string>): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...extra });
 

@@ -1,12 +1,11 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { signWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { e2eServerEnv } from '../support/e2e-server';
+import { e2eServerEnv, freePort } from '../support/e2e-server';
 
 // A keyed send survives `kill -9` (docs/sends.md, "Idempotent sends"): the built server with PROVIDER=cloud-api
 // against a fake Graph API run by the test (the outside provider's only fake). The fake records the send and the
@@ -20,15 +19,6 @@ const FIXTURE = join(ROOT, 'test/fixtures/example-fixture.json');
 const APP_SECRET = 'e2e-app-secret';
 const PHONE_NUMBER_ID = '109876543210001';
 const TIMEOUT = 180_000;
-
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createNetServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-  });
 
 interface ProviderCall {
   url: string;

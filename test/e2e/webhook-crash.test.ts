@@ -1,13 +1,12 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { signWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startReceiver } from '../support/webhook-receiver';
-import { e2eServerEnv } from '../support/e2e-server';
+import { e2eServerEnv, freePort } from '../support/e2e-server';
 
 // Client webhooks survive `kill -9` of the delivering process (docs/webhooks.md, "Delivery"): the built CLI
 // (`serve`, then `serve` + `worker` sharing the work) with the operator setting that allows loopback endpoints,
@@ -25,15 +24,6 @@ const SENDS_BEFORE = 100;
 const SENDS_AFTER = 50;
 const ANSWERED_BEFORE_HOLD = 40;
 const TIMEOUT = 240_000;
-
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createNetServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-  });
 
 const waitFor = async <T>(probe: () => Promise<T | false | undefined> | T | false | undefined, what: string, ms = 60_000): Promise<T> => {
   const deadline = Date.now() + ms;

@@ -1,5 +1,8 @@
-// The environment of a `switchboard` process an end-to-end test starts against a test database: only what the
-// test passes (no inherited configuration), fixed secrets, the given log level and data folder.
+import { createServer } from 'node:net';
+
+// What end-to-end tests need to start a `switchboard` process: its environment and a free port.
+
+/** The environment against a test database: only what the test passes (nothing inherited), fixed secrets. */
 export function e2eServerEnv(options: { dataDir: string; port: string; databaseUrl: string; logLevel: string }, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH,
@@ -13,3 +16,13 @@ export function e2eServerEnv(options: { dataDir: string; port: string; databaseU
     ...extra,
   };
 }
+
+/** A loopback port free right now (the process the test starts binds it next). */
+export const freePort = (): Promise<number> =>
+  new Promise<number>((ok) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => ok(port));
+    });
+  });

@@ -18,7 +18,7 @@ import type { MessagingProvider, SendTemplateRequest } from '../src/ports/provid
 import { getBulkSend } from '../src/projections/bulk/queries';
 import { BulkDispatcher } from '../src/workers/bulk-dispatcher';
 import { createDeliveryBatchHandler } from '../src/workers/delivery-consumer';
-import { asIncoming, benchDatabase, benchFixture, benchServices, emit, handOver, log, providerStatusRecords, round } from './support';
+import { asIncoming, benchDatabase, benchFixture, benchServices, emit, handOver, log, providerStatusRecords, round, closeBenchServices } from './support';
 
 const RECIPIENTS = Number(process.env.BENCH_BULK_RECIPIENTS ?? 100_000);
 /** records per call of the delivery consumer's batch handler (a Kafka batch) */
@@ -153,11 +153,7 @@ async function main(): Promise<void> {
 
   await dispatcher.stop();
   await app.close();
-  await services.runner.stop();
-  await sandbox.close();
-  await services.transport.close();
-  await services.store.close();
-  await db.close();
+  await closeBenchServices(services, sandbox, db);
 }
 
 main().then(

@@ -12,7 +12,7 @@ import { upsertContact } from '../src/commands/contact/handler';
 import { parseUpsertBody } from '../src/commands/contact/upsert-input';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { autocannon, benchDatabase, benchFixture, type CannonResult, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, benchDatabase, benchFixture, type CannonResult, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench } from './support';
 
 // autocannon ships no type declarations: the slice of its result this bench reads
 
@@ -188,12 +188,4 @@ async function measure(url: string, bareUrl: string): Promise<void> {
 
 }
 
-(process.argv[2] === 'serve' ? server() : main()).then(
-  () => {
-    if (process.argv[2] !== 'serve') process.exit(0);
-  },
-  (err) => {
-    log(`contacts bench failed: ${(err as Error)?.stack ?? String(err)}`);
-    process.exit(1);
-  },
-);
+runForkedBench('contacts', server, main);

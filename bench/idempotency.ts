@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, type CannonResult, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, type CannonResult, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
 const CONNECTIONS = 20;
@@ -30,11 +30,7 @@ async function server(): Promise<void> {
   process.on('message', () => {
     void (async () => {
       await app.close();
-      await services.runner.stop();
-      await sandbox.close();
-      await services.transport.close();
-      await services.store.close();
-      await db.close();
+      await closeBenchServices(services, sandbox, db);
       send({ type: 'stopped' });
       process.exit(0);
     })().catch((err) => send({ type: 'error', message: String(err?.stack ?? err) }));
@@ -96,12 +92,4 @@ async function main(): Promise<void> {
   }
 }
 
-(process.argv[2] === 'serve' ? server() : main()).then(
-  () => {
-    if (process.argv[2] !== 'serve') process.exit(0);
-  },
-  (err) => {
-    log(`idempotency bench failed: ${(err as Error)?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+runForkedBench('idempotency', server, main);

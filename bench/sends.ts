@@ -24,7 +24,7 @@ import type { RecordTransport } from '../src/ports/transport';
 import type { Services } from '../src/services';
 import { PROVIDER_WEBHOOK_TOPIC, signWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { startDeliveryConsumer } from '../src/workers/delivery-consumer';
-import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, type CannonResult, providerStatusRecords, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, type CannonResult, providerStatusRecords, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
 const CONNECTIONS = 20;
@@ -118,11 +118,7 @@ async function server(): Promise<void> {
           await ingress?.close();
           await kafka?.close();
           await app.close();
-          await services.runner.stop();
-          await sandbox.close();
-          await services.transport.close();
-          await services.store.close();
-          await db.close();
+          await closeBenchServices(services, sandbox, db);
           send({ type: 'stopped', accepted: sandbox.acceptedCount });
           process.exit(0);
         }
@@ -217,12 +213,4 @@ async function main(): Promise<void> {
   }
 }
 
-(process.argv[2] === 'serve' ? server() : main()).then(
-  () => {
-    if (process.argv[2] !== 'serve') process.exit(0);
-  },
-  (err) => {
-    log(`sends bench failed: ${(err as Error)?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+runForkedBench('sends', server, main);

@@ -226,6 +226,29 @@ export function forkServer(file: string): ChildProcess {
   return fork(file, ['serve'], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv });
 }
 
+/** Stops what benchServices started, in order: the projection runner, the provider, the transport, the store, the database. */
+export async function closeBenchServices(services: Services, provider: { close(): Promise<void> }, db: { close(): Promise<void> }): Promise<void> {
+  await services.runner.stop();
+  await provider.close();
+  await services.transport.close();
+  await services.store.close();
+  await db.close();
+}
+
+/** A forked bench file's entry: `serve` (the child) runs its server, anything else its load generator and exits. */
+export function runForkedBench(name: string, server: () => Promise<void>, main: () => Promise<void>): void {
+  const serving = process.argv[2] === 'serve';
+  (serving ? server() : main()).then(
+    () => {
+      if (!serving) process.exit(0);
+    },
+    (err) => {
+      log(`${name} bench failed: ${(err as Error)?.stack ?? String(err)}`);
+      process.exit(1);
+    },
+  );
+}
+
 /** The child's next message of this type; rejects on its `error` message or on its exit. */
 export function nextMessage<M extends { type: string }, T extends M['type']>(child: ChildProcess, type: T): Promise<Extract<M, { type: T }>> {
   return new Promise((resolvePromise, reject) => {

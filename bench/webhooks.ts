@@ -17,7 +17,7 @@ import { buildApp } from '../src/http/app';
 import { queueDeliveries } from '../src/projections/webhooks/deliveries';
 import { startWebhookFanOut } from '../src/workers/webhook-fanout';
 import { startWebhookSender } from '../src/workers/webhook-sender';
-import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
 const CONNECTIONS = 20;
@@ -59,11 +59,7 @@ async function server(): Promise<void> {
         } else if (m.type === 'stop') {
           for (const w of workers) await w.stop();
           await app.close();
-          await services.runner.stop();
-          await sandbox.close();
-          await services.transport.close();
-          await services.store.close();
-          await db.close();
+          await closeBenchServices(services, sandbox, db);
           send({ type: 'stopped' });
           process.exit(0);
         }
@@ -163,12 +159,4 @@ async function main(): Promise<void> {
   }
 }
 
-(process.argv[2] === 'serve' ? server() : main()).then(
-  () => {
-    if (process.argv[2] !== 'serve') process.exit(0);
-  },
-  (err) => {
-    log(`webhooks bench failed: ${(err as Error)?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+runForkedBench('webhooks', server, main);

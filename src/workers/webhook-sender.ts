@@ -3,6 +3,7 @@ import type { Services } from '../services';
 import { WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
+import { claimDueDeliveries } from '../projections/webhooks/deliveries';
 import { endpointsById, type WebhookEndpointRow } from '../projections/webhooks/queries';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { FAILING_DISABLE_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS } from './webhook-schedule';
@@ -66,22 +67,12 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
 
   const round = async (): Promise<number> => {
     const now = services.now();
-    // the claim: one statement, so no transaction stays open across the HTTP calls (it would hold back every
-    // reader of the event log); the lease makes the rows due again if this process dies before recording them
-    const due = await services.pool.query(
-      `UPDATE webhooks.deliveries d SET next_attempt_at = $3
-         FROM (SELECT c.delivery_id FROM webhooks.deliveries c
-                WHERE c.status = 'pending' AND c.next_attempt_at <= $1
-                  AND EXISTS (SELECT 1 FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id AND e.enabled)
-                ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) claimed
-        WHERE d.delivery_id = claimed.delivery_id
-       RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`,
-      [now, batchSize, new Date(now.getTime() + leaseMs)],
-    );
-    const taken = due.rows.length;
+    // the lease makes the rows due again if this process dies before recording them
+    const due = await claimDueDeliveries(services.pool, now, batchSize, new Date(now.getTime() + leaseMs));
+    const taken = due.length;
     if (taken === 0) return 0;
-    const endpoints = await endpointsById(services.pool, [...new Set(due.rows.map((r) => r.endpoint_id as string))]);
-    const results = await Promise.all(due.rows.filter((d) => endpoints.has(d.endpoint_id)).map(async (d) => {
+    const endpoints = await endpointsById(services.pool, [...new Set(due.map((r) => r.endpoint_id))]);
+    const results = await Promise.all(due.filter((d) => endpoints.has(d.endpoint_id)).map(async (d) => {
       const ep = endpoints.get(d.endpoint_id)!;
       const sentAt = services.now();
       const secrets = [ep.secret, ...(ep.previousSecret && ep.previousValidUntil && ep.previousValidUntil > sentAt ? [ep.previousSecret] : [])];

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
-import { ConfigError, loadConfig } from './config';
+import { loadConfig } from './config';
+import { cliFailureText } from './cli/startup-errors';
 import { startRuntime } from './main';
 import { registerEventCommands } from './cli/events';
 import { registerProjectionCommands } from './cli/projections';
@@ -33,8 +34,7 @@ if (require.main === module) {
   buildCli()
     .parseAsync(process.argv)
     .catch((err: unknown) => {
-      if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
-      else process.stderr.write(`switchboard: ${(err as Error)?.stack ?? String(err)}\n`);
+      process.stderr.write(`${cliFailureText(err, ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? ''))}\n`);
       process.exit(1);
     });
 }

@@ -3,13 +3,9 @@ import { setCompanyRateLimit } from '../commands/provisioning/rate-limits';
 import { readModelsUpToDate } from '../commands/provisioning/read-models';
 import { listCompanyRateLimits } from '../projections/ratelimits/queries';
 import type { Services } from '../services';
+import { positiveInt } from './args';
 import { exitOnFailure, failWith } from './failure';
 import { withCliRuntime } from './runtime';
-
-const positiveInt = (name: string) => (v: string): number => {
-  if (!/^[1-9]\d*$/.test(v)) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(v)}`);
-  return Number(v);
-};
 
 const companiesAction = (fn: (s: Services) => Promise<void>) =>
   exitOnFailure(() =>
@@ -28,8 +24,8 @@ export function registerCompanyCommands(program: Command): void {
   companies
     .command('rate-limit')
     .description('set the requests per minute each API key of a company may make (every serve process applies it within 5 s)')
-    .requiredOption('--company <id>', 'the company', positiveInt('--company'))
-    .option('--per-minute <n>', 'requests per API key and minute', positiveInt('--per-minute'))
+    .requiredOption('--company <id>', 'the company', positiveInt)
+    .option('--per-minute <n>', 'requests per API key and minute', positiveInt)
     .option('--default', 'back to the service default (RATE_LIMIT_PER_MINUTE)')
     .action((opts: { company: number; perMinute?: number; default?: boolean }) => {
       if ((opts.perMinute === undefined) === (opts.default !== true)) {

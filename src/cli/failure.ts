@@ -7,6 +7,11 @@ export class CliFailure extends Error {
   override name = 'CliFailure';
 }
 
+/** A mistake in the command's arguments or input (a missing file, an unknown name): one line, no stack trace. */
+export class CliUsageError extends Error {
+  override name = 'CliUsageError';
+}
+
 /**
  * Runs a CLI action; an expected failure exits with status 1 once the runtime has stopped. (`process.exitCode`
  * is not enough: the embedded Postgres's exit hook ends the process with 0 on `beforeExit`.)

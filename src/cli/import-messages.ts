@@ -8,6 +8,7 @@ import { catchUpConversations, ConversationRecorder } from '../commands/conversa
 import type { MessageToRecord } from '../commands/conversation/decider';
 import { parseMessageRecord } from '../commands/conversation/message-input';
 import type { Services } from '../services';
+import { CliUsageError } from './failure';
 import { withCliRuntime } from './runtime';
 
 // `switchboard import-messages FILE`: chat messages of `contracts/conversation-messages.md`, one JSON object
@@ -117,9 +118,9 @@ export function registerImportMessagesCommands(program: Command): void {
       // fail early and plainly on an unreadable file, before starting the runtime
       if (file !== '-') {
         const stat = await fsp.stat(file).catch((err: NodeJS.ErrnoException) => {
-          throw new Error(`cannot read ${file}: ${err.code === 'ENOENT' ? 'no such file' : err.message}`);
+          throw new CliUsageError(`cannot read ${file}: ${err.code === 'ENOENT' ? 'no such file' : err.message}`);
         });
-        if (!stat.isFile()) throw new Error(`cannot read ${file}: not a file`);
+        if (!stat.isFile()) throw new CliUsageError(`cannot read ${file}: not a file`);
       }
       const input = file === '-' ? process.stdin : createReadStream(file);
       const summary = await withCliRuntime((services) =>

@@ -1,13 +1,9 @@
 import type { Command } from 'commander';
 import { issueApiKey, listKeys, revokeApiKey } from '../commands/provisioning/keys';
 import type { Services } from '../services';
+import { positiveInt } from './args';
 import { exitOnFailure, failWith } from './failure';
 import { withCliRuntime } from './runtime';
-
-const positiveInt = (name: string) => (v: string): number => {
-  if (!/^[1-9]\d*$/.test(v)) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(v)}`);
-  return Number(v);
-};
 
 /** A keys sub-command against the configured backends; a broken rule prints its message and exits 1. */
 const keysAction = (fn: (s: Services) => Promise<void>) =>
@@ -27,9 +23,9 @@ export function registerKeyCommands(program: Command): void {
   keys
     .command('issue')
     .description('issue a key; prints the clear key once on stdout (only its keyed hash is stored)')
-    .option('--company <id>', 'company of a company key', positiveInt('--company'))
+    .option('--company <id>', 'company of a company key', positiveInt)
     .requiredOption('--name <name>', 'a name for the key (reported as apiKeyName)')
-    .option('--user <id>', 'user owning the key (created_by of its bulk sends)', positiveInt('--user'))
+    .option('--user <id>', 'user owning the key (created_by of its bulk sends)', positiveInt)
     .option('--expires <iso>', 'expiry, ISO 8601 (default: never)')
     .option('--global', 'a global (cross-company) key: no --company')
     .action((opts: { company?: number; name: string; user?: number; expires?: string; global?: boolean }) =>
@@ -57,7 +53,7 @@ export function registerKeyCommands(program: Command): void {
   keys
     .command('list')
     .description('key ids, names and status (never a key)')
-    .option('--company <id>', 'only this company', positiveInt('--company'))
+    .option('--company <id>', 'only this company', positiveInt)
     .option('--json', 'one JSON object per line')
     .action((opts: { company?: number; json?: boolean }) =>
       keysAction(async (s) => {

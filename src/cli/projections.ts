@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { CliUsageError } from './failure';
 import { allProjections, projectionByName } from '../projections/registry';
 import { rebuildProjection } from '../projections/rebuild';
 import { readCheckpoints } from '../projections/store';
@@ -44,10 +45,10 @@ export function registerProjectionCommands(program: Command): void {
     .command('rebuild')
     .argument('<name>', `one of: ${allProjections.map((p) => p.name).join(', ')}`)
     .description('rebuild into fresh tables from position zero while the old ones serve, then swap')
-    .action((name: string) =>
-      withCliRuntime(async (s) => {
-        const p = projectionByName(name);
-        if (!p) throw new Error(`unknown projection ${name}; known: ${allProjections.map((x) => x.name).join(', ')}`);
+    .action((name: string) => {
+      const p = projectionByName(name);
+      if (!p) throw new CliUsageError(`unknown projection ${name}; known: ${allProjections.map((x) => x.name).join(', ')}`);
+      return withCliRuntime(async (s) => {
         const started = Date.now();
         const result = await rebuildProjection(s.pool, s.store, p, {
           onProgress: (r) => progress(`rebuilding ${name}: ${r.read} events read, ${r.applied} applied`),
@@ -57,6 +58,6 @@ export function registerProjectionCommands(program: Command): void {
         process.stdout.write(
           `rebuilt ${name} v${p.version}: ${result.read} events read, ${result.applied} applied in ${secs.toFixed(1)} s (${Math.round(result.read / Math.max(secs, 0.001))} events/s), swapped at ${result.position || '(start)'}\n`,
         );
-      }),
-    );
+      });
+    });
 }

@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { ConfigError } from '../config';
 import { NoAnswerError, StartupStepError } from '../shared/startup-step';
+import { CliUsageError } from './failure';
 
 /** A start-up failure as the operator reads it: what went wrong, and what to do about it. */
 export interface StartupProblem {
@@ -150,4 +151,17 @@ export function startupFailureLine(problem: StartupProblem): string {
 export function reportStartupFailure(err: unknown, debug: boolean, write: (text: string) => void = (t) => process.stderr.write(t)): void {
   write(`${startupFailureLine(classifyStartupError(err))}\n`);
   if (debug) write(`${inspect(err, { depth: 6 })}\n`);
+}
+
+/**
+ * What a one-shot command prints when it fails: a configuration error or a mistake in its arguments or input as
+ * its message, a failed start (database, data folder) as the start-up line with its fix; anything else is a fault
+ * of the service and keeps its stack trace. With `debug`, every failure is followed by the whole error.
+ */
+export function cliFailureText(err: unknown, debug: boolean): string {
+  const details = debug ? `\n${inspect(err, { depth: 6 })}` : '';
+  if (err instanceof ConfigError) return `${err.message}${details}`;
+  if (err instanceof CliUsageError) return `switchboard: ${err.message}${details}`;
+  if (err instanceof StartupStepError) return `${startupFailureLine(classifyStartupError(err))}${details}`;
+  return `switchboard: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
 }

@@ -3,7 +3,7 @@ import type { Services } from '../services';
 import { WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
-import { claimDueDeliveries } from '../projections/webhooks/deliveries';
+import { claimDueDeliveries, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import { endpointsById, type WebhookEndpointRow } from '../projections/webhooks/queries';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { FAILING_DISABLE_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS } from './webhook-schedule';
@@ -138,6 +138,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     }
     for (const { endpoint, reason } of disable) {
       await disableFailingEndpoint(deps, endpoint.companyId, endpoint.endpointId, reason);
+      await setDeliveriesAside(services.pool, endpoint.endpointId);
       services.logger.warn({ endpointId: endpoint.endpointId, reason }, 'webhook endpoint disabled');
     }
     return taken;

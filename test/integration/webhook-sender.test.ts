@@ -40,6 +40,22 @@ describe('webhook sender', () => {
       endpointId, companyId: SHOP.companyId, webhookId: `msg_${prefix}${i}`, eventType: 'message.sent', payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { i } }),
     })), now);
 
+  // the blocks one claim reads, as the sender runs it (rolled back)
+  const blocksOfAClaim = async () => {
+    const c = await t.db.pool.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query(CLAIM_DUE_PLAN_SETTING);
+      const now = new Date();
+      const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${CLAIM_DUE_DELIVERIES_SQL}`, [now, 200, new Date(now.getTime() + 60_000)]);
+      const plan = r.rows[0]['QUERY PLAN'][0].Plan as { 'Shared Hit Blocks': number; 'Shared Read Blocks': number };
+      return plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+    } finally {
+      await c.query('ROLLBACK');
+      c.release();
+    }
+  };
+
   it('two senders on one database share the queue at the same time, and send no event twice', async () => {
     const ep = await register('/shared');
     const COUNT = 400;
@@ -105,6 +121,14 @@ describe('webhook sender', () => {
         return e.enabled === false && e;
       }, 10_000, 'the endpoint disabled');
       expect(shown).toMatchObject({ enabled: false, disabled_reason: 'failing' });
+      // its queued retries are set aside while it is disabled: no due time, so no claim scans them
+      const queued = async () => (await t.db.pool.query<{ pending: number; due: number }>(
+        `SELECT count(*)::int AS pending, count(next_attempt_at)::int AS due FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending'`, [ep.id])).rows[0];
+      const setAside = await waitUntil(async () => {
+        const q = await queued();
+        return q.due === 0 && q;
+      }, 10_000, 'the retries set aside');
+      expect(setAside.pending).toBeGreaterThan(0);
     } finally {
       await sender.stop();
     }
@@ -123,24 +147,29 @@ describe('webhook sender', () => {
     } finally {
       await sender.stop();
     }
-    // the blocks one claim reads, as the sender runs it (rolled back)
-    const blocksOfAClaim = async () => {
-      const c = await t.db.pool.connect();
-      try {
-        await c.query('BEGIN');
-        await c.query(CLAIM_DUE_PLAN_SETTING);
-        const now = new Date();
-        const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${CLAIM_DUE_DELIVERIES_SQL}`, [now, 200, new Date(now.getTime() + 60_000)]);
-        const plan = r.rows[0]['QUERY PLAN'][0].Plan as { 'Shared Hit Blocks': number; 'Shared Read Blocks': number };
-        return plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
-      } finally {
-        await c.query('ROLLBACK');
-        c.release();
-      }
-    };
     await blocksOfAClaim(); // the first scan after the deliveries marks their entries dead
     // 2,000 deliveries leave about 4,000 dead entries: a claim visiting them reads about 60 blocks, one skipping them 4
     expect(await blocksOfAClaim()).toBeLessThan(20);
+  });
+
+  it("a disabled endpoint's queued deliveries are set aside, so claims do not scan them; enabled again, every one is sent", async () => {
+    const ep = await register('/paused');
+    const COUNT = 2_000;
+    await queue(ep.id, COUNT, 'paused');
+    const patch = async (enabled: boolean) =>
+      (await t.app.inject({ method: 'PATCH', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key }, payload: { enabled } })).statusCode;
+    expect(await patch(false)).toBe(200);
+    await blocksOfAClaim();
+    // 2,000 due deliveries of a disabled endpoint, left in the due index, would be read one by one on every claim
+    expect(await blocksOfAClaim()).toBeLessThan(20);
+    expect(await patch(true)).toBe(200);
+    const sender = startWebhookSender(t.services, { batchSize: 200, pollMs: 10 });
+    try {
+      await waitUntil(async () => receiver.received.filter((r) => r.path === '/paused').length >= COUNT, 30_000, 'every delivery after the endpoint was enabled');
+    } finally {
+      await sender.stop();
+    }
+    expect(new Set(receiver.received.filter((r) => r.path === '/paused').map((r) => r.headers['webhook-id'])).size).toBe(COUNT);
   });
 
   describe('the HTTP client', () => {

@@ -10,7 +10,7 @@ import { webhookBody, webhookIdOf } from '../../commands/webhook-endpoint/payloa
 import { secretBox } from '../../commands/webhook-endpoint/secrets';
 import { urlRefusal } from '../../adapters/webhooks/address-guard';
 import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks';
-import { dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery } from '../../projections/webhooks/deliveries';
+import { dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery, resumeDeliveries, setDeliveriesAside } from '../../projections/webhooks/deliveries';
 import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } from '../../projections/webhooks/queries';
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
@@ -113,6 +113,8 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     checkUrl(request.body.url);
     const b = request.body;
     await updateWebhookEndpoint(deps, who(request), request.params.id, { url: b.url, eventTypes: b.event_types, description: b.description, enabled: b.enabled });
+    if (b.enabled === false) await setDeliveriesAside(services.pool, request.params.id);
+    if (b.enabled === true) await resumeDeliveries(services.pool, request.params.id, services.now());
     return view(await endpointOf(request, request.params.id));
   });
 

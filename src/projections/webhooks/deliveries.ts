@@ -41,16 +41,19 @@ export interface ClaimedDelivery {
 export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
    FROM (SELECT c.delivery_id FROM webhooks.deliveries c
           WHERE c.status = 'pending' AND c.next_attempt_at <= $1
-            AND EXISTS (SELECT 1 FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id AND e.enabled)
+            AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
           ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) claimed
   WHERE d.delivery_id = claimed.delivery_id
  RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
 
 /**
  * Claims up to `limit` due deliveries until `leaseUntil`, in a short transaction of its own (none stays open across
- * the HTTP calls: it would hold back every reader of the event log). Delivered rows leave dead entries in the due
- * index until vacuum (thousands a second under load); a plain index scan marks them dead as it passes, so the next
- * claim skips them, where a bitmap scan (the planner's usual choice here) would visit every one on every claim.
+ * the HTTP calls: it would hold back every reader of the event log). The plan must be the due index read in order,
+ * stopping at the limit: delivered rows leave dead entries in that index until vacuum (thousands a second under
+ * load), and a plain index scan marks them dead as it passes, so the next claim skips them, where a bitmap scan
+ * (the planner's usual choice here) would visit every one on every claim. The endpoint check is a per-row subquery,
+ * not a join, for the same reason: a join lets the planner read every due delivery before sorting (a backlog of a
+ * slow endpoint on every claim).
  */
 export async function claimDueDeliveries(pool: Pool, now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
   return withTransaction(pool, async (tx) => {
@@ -104,6 +107,26 @@ export async function requeueDelivery(db: Db, endpointId: string, deliveryId: st
 }
 
 /** Drops the queued deliveries of a deleted endpoint. */
+/**
+ * Sets a disabled endpoint's queued deliveries aside (no due time): the claim's scan of the due index stops before
+ * them, so the deliveries of an endpoint disabled after days of failures cost every other endpoint's claims nothing.
+ * A delivery in flight at that moment gets its next retry from its attempt and is passed over while disabled.
+ */
+export async function setDeliveriesAside(db: Db, endpointId: string): Promise<void> {
+  await db.query(
+    `UPDATE webhooks.deliveries SET next_attempt_at = NULL WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL`,
+    [endpointId],
+  );
+}
+
+/** Makes the deliveries set aside while the endpoint was disabled due now (it was enabled again). */
+export async function resumeDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
+  await db.query(
+    `UPDATE webhooks.deliveries SET next_attempt_at = $2 WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NULL`,
+    [endpointId, now],
+  );
+}
+
 export async function dropPendingDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(`UPDATE webhooks.deliveries SET status = 'dropped', next_attempt_at = NULL, completed_at = $2 WHERE endpoint_id = $1 AND status = 'pending'`, [endpointId, now]);
 }

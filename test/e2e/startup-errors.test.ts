@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -40,11 +40,12 @@ function dataDir(): string {
 }
 const dirs: string[] = [];
 
-function start(role: Role, env: Record<string, string>) {
+function start(role: Role, env: Record<string, string>, as?: { uid: number; gid: number }) {
   const result = spawnSync(process.execPath, [CLI, role], {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     encoding: 'utf8',
     timeout: 120_000,
+    ...as,
   });
   const stderrLines = result.stderr.split('\n').filter((l) => l.trim() !== '');
   return { status: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr, stderrLines };
@@ -59,6 +60,47 @@ function expectOneLine(run: ReturnType<typeof start>, ...patterns: RegExp[]): st
   expect(run.stderr).not.toMatch(STACK_LINE);
   expect(run.stdout).not.toMatch(STACK_LINE);
   return line;
+}
+
+/**
+ * The port just below the kernel's first unprivileged one, and who runs the CLI: this user, or `nobody` when this
+ * is root (root may listen anywhere). Skipped, saying why, where no such port exists or `nobody` cannot run the tree.
+ */
+const privilegedPort = ((): { port: number; as?: { uid: number; gid: number }; skip?: string } => {
+  const file = '/proc/sys/net/ipv4/ip_unprivileged_port_start';
+  const first = existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) : 1024;
+  if (!(first > 1)) return { port: 0, skip: `this kernel lets every user listen on every port (${file} is ${first})` };
+  const port = Math.min(first, 1024) - 1;
+  if (process.getuid?.() !== 0) return { port };
+  const as = { uid: 65534, gid: 65534 };
+  const probe = spawnSync(process.execPath, ['-e', `require('fs').accessSync(${JSON.stringify(CLI)}, require('fs').constants.R_OK)`], { ...as, encoding: 'utf8' });
+  if (probe.status !== 0) return { port, skip: `running as root, and user nobody cannot read ${CLI} (a private folder above it)` };
+  return { port, as };
+})();
+if (privilegedPort.skip) console.warn(`privileged-port start-up test skipped: ${privilegedPort.skip}`);
+
+/** Runs `body` (which ends the process with an exit code) with `pg` and `url`, the tests' Postgres; its exit code. */
+function probePostgres(url: string, body: string): number | null {
+  const script = `const url = ${JSON.stringify(url)}; const c = new (require('pg').Client)({ connectionString: url }); ${body}`;
+  return spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 }).status;
+}
+
+const testPostgres = process.env.TEST_DATABASE_URL;
+/** Whether the tests' Postgres refuses a wrong password (a server with `trust` authentication takes any). */
+const passwordsChecked = ((): { skip?: string } => {
+  if (!testPostgres) return { skip: 'TEST_DATABASE_URL is not set' };
+  const wrong = Object.assign(new URL(testPostgres), { password: 'not-the-password' }).toString();
+  const code = probePostgres(wrong, `c.connect().then(() => c.end().then(() => process.exit(3)), (e) => process.exit(e.code === '28P01' ? 0 : 4));`);
+  return code === 0 ? {} : { skip: `the tests' Postgres does not refuse a wrong password (probe exit ${code}: trust authentication?)` };
+})();
+/** Whether the tests' Postgres user may create a login role (for a user without the CREATE privilege). */
+const rolesCreatable = ((): { skip?: string } => {
+  if (!testPostgres) return { skip: 'TEST_DATABASE_URL is not set' };
+  const code = probePostgres(testPostgres, `c.connect().then(() => c.query('SELECT rolsuper OR rolcreaterole AS ok FROM pg_roles WHERE rolname = current_user')).then((r) => process.exit(r.rows[0]?.ok ? 0 : 3), () => process.exit(4));`);
+  return code === 0 ? {} : { skip: `the tests' Postgres user may not create roles (probe exit ${code})` };
+})();
+for (const [what, p] of [['wrong-password', passwordsChecked], ['schema-permission', rolesCreatable]] as const) {
+  if (p.skip) console.warn(`${what} start-up test skipped: ${p.skip}`);
 }
 
 const built = existsSync(CLI);
@@ -105,6 +147,14 @@ d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
     });
   });
 
+  describe('a privileged port for a user who may not listen on it', () => {
+    (privilegedPort.skip ? it.skip : it)(`serve: names the port and says to set PORT to 1024 or above${privilegedPort.skip ? ` (skipped: ${privilegedPort.skip})` : ''}`, () => {
+      const port = privilegedPort.port;
+      const run = start('serve', { DATABASE_URL: db.url, ...SECRETS, PORT: String(port), HOME: tmpdir() }, privilegedPort.as);
+      expectOneLine(run, new RegExp(`this user may not listen on port ${port} \\(below 1024\\)`), /set PORT to 1024 or above$/);
+    });
+  });
+
   describe('unwritable DATA_DIR', () => {
     it('serve: a DATA_DIR below a regular file', () => {
       const file = join(dataDir(), 'a-file');
@@ -146,6 +196,45 @@ d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
         /start Postgres or correct the host and port in DATABASE_URL/,
       );
       expect(line).not.toContain('secret-pw');
+    });
+  });
+
+  describe('Postgres answers but refuses, or cannot be found (not retried)', () => {
+    const withDatabase = (name: string) => Object.assign(new URL(db.url), { pathname: `/${name}` }).toString();
+
+    it('serve: a database that does not exist', () => {
+      const run = start('serve', { DATABASE_URL: withDatabase('switchboard_no_such_db'), ...SECRETS });
+      expectOneLine(run, /: database "switchboard_no_such_db" does not exist; create that database, or correct its name in DATABASE_URL$/);
+    });
+
+    it('serve: a host that does not resolve', () => {
+      const url = Object.assign(new URL(db.url), { hostname: 'switchboard-no-such-host.invalid' }).toString();
+      const run = start('serve', { DATABASE_URL: url, ...SECRETS });
+      expectOneLine(run, /the host of DATABASE_URL \(switchboard-no-such-host\.invalid:\d+\/[^)]+\) does not resolve; correct the host in DATABASE_URL$/);
+    });
+
+    (passwordsChecked.skip ? it.skip : it)(`serve: a wrong password${passwordsChecked.skip ? ` (skipped: ${passwordsChecked.skip})` : ''}`, () => {
+      const url = Object.assign(new URL(db.url), { password: 'not-the-password' }).toString();
+      const line = expectOneLine(start('serve', { DATABASE_URL: url, ...SECRETS }), /refused the login \(.+\); correct the user and password in DATABASE_URL$/);
+      expect(line).not.toContain('not-the-password');
+    });
+
+    (rolesCreatable.skip ? it.skip : it)(`serve: a user who may not create the schema${rolesCreatable.skip ? ` (skipped: ${rolesCreatable.skip})` : ''}`, async () => {
+      const role = `sb_noperm_${process.pid}`;
+      await db.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'noperm-pw'`);
+      try {
+        const url = Object.assign(new URL(db.url), { username: role, password: 'noperm-pw' }).toString();
+        expectOneLine(start('serve', { DATABASE_URL: url, ...SECRETS }), /the user of DATABASE_URL may not create the schema \(.+\); grant that user CREATE on the database, or use the database's owner$/);
+      } finally {
+        await db.pool.query(`DROP ROLE ${role}`);
+      }
+    });
+  });
+
+  describe('HOST not an address of this machine', () => {
+    it('serve: names HOST and the addresses to use (192.0.2.1 is a documentation address, never assigned)', () => {
+      const run = start('serve', { DATABASE_URL: db.url, ...SECRETS, HOST: '192.0.2.1', PORT: '0' });
+      expectOneLine(run, /HOST 192\.0\.2\.1 is not an address of this machine; set HOST to one of its addresses/);
     });
   });
 

@@ -52,6 +52,7 @@ export class RateLimitCounter {
   private limits = new Map<number, number>();
   private timers: NodeJS.Timeout[] = [];
   private syncing: Promise<void> | undefined;
+  private nextSync: Promise<void> | undefined;
   private lastCleanup = 0;
 
   constructor(private readonly pool: Pool, readonly options: RateLimitCounterOptions) {}
@@ -102,9 +103,19 @@ export class RateLimitCounter {
     }
   }
 
-  /** Adds the pending increments to the shared counts and reads those back; one at a time. */
+  /**
+   * Adds the increments counted so far to the shared counts and reads those back; one sync at a time. A sync in
+   * flight took its snapshot before this call, so a call during it gets the next one (shared by every such call).
+   */
   sync(): Promise<void> {
-    this.syncing ??= this.syncOnce().finally(() => (this.syncing = undefined));
+    if (this.syncing) {
+      this.nextSync ??= this.syncing.then(() => {
+        this.nextSync = undefined;
+        return this.sync();
+      });
+      return this.nextSync;
+    }
+    this.syncing = this.syncOnce().finally(() => (this.syncing = undefined));
     return this.syncing;
   }
 

@@ -49,6 +49,18 @@ describe('RateLimitCounter on Postgres', () => {
     expect(errors).toEqual([]);
   });
 
+  it('a sync called while another is in flight includes the requests counted after that one began', async () => {
+    const a = counter();
+    a.incr('k1');
+    const first = a.sync(); // its snapshot (1 request) is taken now; its statement is still running
+    a.incr('k1');
+    await a.sync();
+    expect(await rows()).toEqual([{ key: 'k1', window: 0, count: 2 }]);
+    await first;
+    expect(a.incr('k1')).toEqual({ current: 3, ttl: 45_000 });
+    expect(errors).toEqual([]);
+  });
+
   it('together admits at least the limit and at most the limit plus what the other processes admit in two sync intervals', async () => {
     const processes = [counter(), counter(), counter()];
     const max = 100;

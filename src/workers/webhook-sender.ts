@@ -5,6 +5,7 @@ import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/we
 import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { claimDueDeliveries, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import { endpointsById, type WebhookEndpointRow } from '../projections/webhooks/queries';
+import { withTransaction } from '../shared/tx';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { FAILING_DISABLE_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS } from './webhook-schedule';
 
@@ -97,9 +98,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       if (gone) disable.push({ endpoint: ep, reason: 'gone' });
       return { id: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status, nextAt, sentAt, code: res.statusCode, latency: res.latencyMs, error };
     });
-    const db = await services.pool.connect();
-    try {
-      await db.query('BEGIN');
+    await withTransaction(services.pool, async (db) => {
       await db.query(
         `INSERT INTO webhooks.attempts (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_retry_at)
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::timestamptz[])`,
@@ -129,13 +128,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
         );
         for (const r of failing.rows) if (r.stale) disable.push({ endpoint: endpoints.get(r.endpoint_id)!, reason: 'failing' });
       }
-      await db.query('COMMIT');
-    } catch (err) {
-      await db.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      db.release();
-    }
+    });
     for (const { endpoint, reason } of disable) {
       await disableFailingEndpoint(deps, endpoint.companyId, endpoint.endpointId, reason);
       await setDeliveriesAside(services.pool, endpoint.endpointId);

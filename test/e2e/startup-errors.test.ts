@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createTestDatabase, type TestDatabase } from '../support/db';
+import { createTestDatabase, type TestDatabase, withDatabase } from '../support/db';
 
 // Every start-up failure an operator can cause: `serve` and `worker` (the built CLI) print one line naming the
 // cause and the fix on stderr, exit 1, and print a stack trace only with LOG_LEVEL=debug.
@@ -200,10 +200,8 @@ d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
   });
 
   describe('Postgres answers but refuses, or cannot be found (not retried)', () => {
-    const withDatabase = (name: string) => Object.assign(new URL(db.url), { pathname: `/${name}` }).toString();
-
     it('serve: a database that does not exist', () => {
-      const run = start('serve', { DATABASE_URL: withDatabase('switchboard_no_such_db'), ...SECRETS });
+      const run = start('serve', { DATABASE_URL: withDatabase(db.url, 'switchboard_no_such_db'), ...SECRETS });
       expectOneLine(run, /: database "switchboard_no_such_db" does not exist; create that database, or correct its name in DATABASE_URL$/);
     });
 

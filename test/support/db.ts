@@ -16,7 +16,7 @@ function serverUrl(): string {
   return url;
 }
 
-function withDatabase(url: string, db: string): string {
+export function withDatabase(url: string, db: string): string {
   const u = new URL(url);
   u.pathname = `/${db}`;
   return u.toString();

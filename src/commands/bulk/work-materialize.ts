@@ -2,6 +2,7 @@
 import type { BulkEventData } from '../../events/bulk';
 import type { Services } from '../../services';
 import { normalizePhone } from '../../shared/phone';
+import { withTransaction } from '../../shared/tx';
 import { chunkStreamId } from './decider';
 
 // ---------------------------------------------------------------- materialization (chunk streams → rows)
@@ -11,18 +12,13 @@ import { chunkStreamId } from './decider';
  * quota), under the job's row lock; idempotent. Returns the number of chunks now materialized.
  */
 export async function materializeChunks(services: Services, bulkId: string, maxChunks: number): Promise<number> {
-  const client = await services.pool.connect();
-  try {
-    await client.query('BEGIN');
+  return withTransaction(services.pool, async (client) => {
     const r = await client.query(
       'SELECT number_id, chunk_count, materialized_chunks FROM bulk_work.jobs WHERE bulk_id = $1 FOR UPDATE',
       [bulkId],
     );
     const job = r.rows[0];
-    if (!job) {
-      await client.query('ROLLBACK');
-      return 0;
-    }
+    if (!job) return 0;
     const upTo = Math.min(job.chunk_count, job.materialized_chunks + maxChunks);
     for (let chunk = job.materialized_chunks; chunk < upTo; chunk++) {
       const events = await services.store.readStream(chunkStreamId(bulkId, chunk));
@@ -45,12 +41,6 @@ export async function materializeChunks(services: Services, bulkId: string, maxC
       );
     }
     await client.query('UPDATE bulk_work.jobs SET materialized_chunks = $2 WHERE bulk_id = $1', [bulkId, upTo]);
-    await client.query('COMMIT');
     return upTo;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }

@@ -46,6 +46,9 @@ export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_a
   WHERE d.delivery_id = claimed.delivery_id
  RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
 
+/** Run before CLAIM_DUE_DELIVERIES_SQL in its transaction (see claimDueDeliveries). */
+export const CLAIM_DUE_PLAN_SETTING = 'SET LOCAL enable_bitmapscan = off';
+
 /**
  * Claims up to `limit` due deliveries until `leaseUntil`, in a short transaction of its own (none stays open across
  * the HTTP calls: it would hold back every reader of the event log). The plan must be the due index read in order,
@@ -61,9 +64,6 @@ export async function claimDueDeliveries(pool: Pool, now: Date, limit: number, l
     return (await tx.query<ClaimedDelivery>(CLAIM_DUE_DELIVERIES_SQL, [now, limit, leaseUntil])).rows;
   });
 }
-
-/** Run before CLAIM_DUE_DELIVERIES_SQL in its transaction (see claimDueDeliveries). */
-export const CLAIM_DUE_PLAN_SETTING = 'SET LOCAL enable_bitmapscan = off';
 
 export interface DeliveryAttemptView {
   attemptId: number;
@@ -106,7 +106,6 @@ export async function requeueDelivery(db: Db, endpointId: string, deliveryId: st
   return rows[0] ? { webhookId: rows[0].webhook_id } : undefined;
 }
 
-/** Drops the queued deliveries of a deleted endpoint. */
 /**
  * Sets a disabled endpoint's queued deliveries aside (no due time): the claim's scan of the due index stops before
  * them, so the deliveries of an endpoint disabled after days of failures cost every other endpoint's claims nothing.
@@ -127,6 +126,7 @@ export async function resumeDeliveries(db: Db, endpointId: string, now: Date): P
   );
 }
 
+/** Drops the queued deliveries of a deleted endpoint. */
 export async function dropPendingDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(`UPDATE webhooks.deliveries SET status = 'dropped', next_attempt_at = NULL, completed_at = $2 WHERE endpoint_id = $1 AND status = 'pending'`, [endpointId, now]);
 }

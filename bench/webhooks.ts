@@ -17,6 +17,7 @@ import { buildApp } from '../src/http/app';
 import { queueDeliveries } from '../src/projections/webhooks/deliveries';
 import { startWebhookFanOut } from '../src/workers/webhook-fanout';
 import { startWebhookSender } from '../src/workers/webhook-sender';
+import { cpuSnapshot } from './cpu-probe';
 import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
@@ -133,21 +134,32 @@ async function main(): Promise<void> {
     await run(3);
     const without: number[] = [];
     const withEndpoint: number[] = [];
+    // CPU per send of the server, Postgres and this process (load generator and receiver), the round's webhooks
+    // included: the added cost measured directly, less swayed than throughput by the machine's drift
+    const cpu: { without: number[]; with: number[] } = { without: [], with: [] };
     let failed = 0;
     for (let i = 0; i < ROUNDS; i++) {
       for (const enabled of [false, true]) {
         await setEnabled(enabled);
         const before = arrivals;
+        const c0 = cpuSnapshot(child.pid!);
         const r = await run(DURATION_S);
+        if (enabled) await until(() => arrivals - before >= r['2xx'], 'the round\'s webhooks');
+        const c1 = cpuSnapshot(child.pid!);
+        const per = (k: keyof typeof c0) => ((c1[k] - c0[k]) * 1000) / r['2xx'];
+        const total = per('server') + per('postgres') + per('self');
+        log(`round ${enabled ? 'with' : 'without'}: ${r['2xx']} sends; CPU ms per send: server ${round(per('server'), 3)}, postgres ${round(per('postgres'), 3)}, load generator and receiver ${round(per('self'), 3)}, total ${round(total, 3)}`);
+        (enabled ? cpu.with : cpu.without).push(total);
         failed += r.non2xx + r.errors + r.timeouts;
         (enabled ? withEndpoint : without).push(r['2xx'] / (r.duration || DURATION_S));
-        if (enabled) await until(() => arrivals - before >= r['2xx'], 'the round\'s webhooks');
       }
     }
     log(`sends/s without ${without.map((x) => round(x)).join(', ')}; with ${withEndpoint.map((x) => round(x)).join(', ')}; failed ${failed}`);
     emit({
       bench: 'webhooks', metric: 'send_throughput_ratio_with_endpoint', value: round(median(withEndpoint)), unit: 'sends/s',
       baseline: 'no endpoint', baseline_value: round(median(without)), budget: 0.9, connections: CONNECTIONS, rounds: ROUNDS, failed,
+      round_ratios: withEndpoint.map((w, i) => round(w / without[i], 3)),
+      cpu_ms_per_send: { without: round(median(cpu.without), 3), with: round(median(cpu.with), 3) },
     });
     child.send({ type: 'stop' } satisfies ToChild);
     await nextMessage<FromChild, 'stopped'>(child, 'stopped');

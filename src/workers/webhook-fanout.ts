@@ -1,11 +1,12 @@
 import type { Services } from '../services';
 import { START, type Position } from '../ports/event-store';
-import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
+import { type ClaimedDelivery, queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
 import { enabledEndpointsOf } from '../projections/webhooks/queries';
 import { sendsProjection } from '../projections/sends/projection';
 import { bulkProjection } from '../projections/bulk/projection';
 import { webhooksProjection } from '../projections/webhooks/projection';
 import { SOURCE_EVENT_TYPES, toWebhookEvents } from './webhook-events';
+import { intakeOf } from './webhook-handoff';
 
 // The fan-out (docs/webhooks.md): reads the event log from its checkpoint and queues one delivery per (webhook
 // event, subscribed endpoint) in the same transaction as the new checkpoint. A session advisory lock lets one
@@ -97,16 +98,23 @@ export async function fanOutBatch(services: Services, batchSize: number): Promis
         }
       }
     }
+    // fresh deliveries go to this process's sender already claimed, as many as it has room for (./webhook-handoff.ts)
+    const now = services.now();
+    const handOff = deliveries.length > 0 ? intakeOf(services.pool) : undefined;
+    const claim = handOff ? { count: handOff.capacity, until: handOff.intake.leaseUntil(now) } : undefined;
+    let queued = 0;
+    let claimed: ClaimedDelivery[];
     try {
       await client.query('BEGIN');
-      await queueDeliveries(client, deliveries, services.now());
+      ({ count: queued, claimed } = await queueDeliveries(client, deliveries, now, claim));
       await client.query('UPDATE webhooks.fanout_checkpoint SET position = $2, updated_at = now() WHERE name = $1', [NAME, batch.nextPosition]);
       await client.query('COMMIT');
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
-    if (deliveries.length > 0) notifySender();
+    if (handOff && claim && claimed.length > 0) handOff.intake.receive(claimed, claim.until);
+    if (queued > claimed.length) notifySender();
     return batch.events.length;
   } finally {
     if (locked) await client.query('SELECT pg_advisory_unlock(hashtext($1))', [LOCK]).catch((err: Error) => (broken = err));
@@ -115,7 +123,8 @@ export async function fanOutBatch(services: Services, batchSize: number): Promis
   }
 }
 
-// In-process nudge: the sender of this process looks at once instead of at its next poll.
+// In-process nudge: deliveries were queued unclaimed; the sender of this process claims them at once instead of at
+// its next poll.
 const senderWakers = new Set<() => void>();
 export const onDeliveriesQueued = (wake: () => void): (() => void) => {
   senderWakers.add(wake);

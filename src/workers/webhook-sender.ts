@@ -3,16 +3,17 @@ import type { Services } from '../services';
 import { WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
-import { claimDueDeliveries, setDeliveriesAside } from '../projections/webhooks/deliveries';
+import { type AttemptRecord, type ClaimedDelivery, claimDueDeliveries, recordAttempts, releaseDeliveries, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import { endpointsById, type WebhookEndpointRow } from '../projections/webhooks/queries';
-import { withTransaction } from '../shared/tx';
 import { onDeliveriesQueued } from './webhook-fanout';
+import { registerIntake } from './webhook-handoff';
 import { FAILING_DISABLE_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS } from './webhook-schedule';
 
 // The sender (docs/webhooks.md): claims due deliveries with FOR UPDATE SKIP LOCKED, moving them a lease ahead
-// (workers share them, none is sent twice in the normal case), posts them signed (Standard Webhooks) concurrently,
-// then records each attempt and the next retry in one transaction. The deliveries of a process killed
-// mid-delivery are due again when their lease ends.
+// (workers share them, none is sent twice in the normal case), or takes the fresh ones the fan-out of its process
+// queued claimed for it (./webhook-handoff.ts), posts them signed (Standard Webhooks) concurrently, then records
+// each attempt and the next retry in one statement. The deliveries of a process killed mid-delivery are due again
+// when their lease ends.
 
 export interface SenderOptions {
   batchSize?: number;
@@ -66,14 +67,48 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   const schedule = options.schedule ?? RETRY_SCHEDULE_MS;
   let running = true;
 
+  // fresh deliveries the fan-out handed over, oldest first; at most two batches per round in flight
+  const handed: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
+  const maxHanded = batchSize * concurrency;
+  let lastClaimAt = 0;
+  /** the table may hold due deliveries now: deliveries were queued unclaimed, or the last claim was full */
+  let tableDue = true;
+  const unregister = registerIntake(services.pool, {
+    capacity: () => (running ? Math.max(0, maxHanded - handed.length) : 0),
+    leaseUntil: (now) => new Date(now.getTime() + leaseMs),
+    receive: (deliveries, leaseUntil) => {
+      if (!running) return void release(deliveries.map((d) => d.delivery_id));
+      for (const delivery of deliveries) handed.push({ delivery, leaseUntil: leaseUntil.getTime() });
+      wakeOne();
+    },
+  });
+  // handed deliveries this sender will not post: due now for any sender, not at the end of their lease
+  const release = (deliveryIds: string[]) =>
+    releaseDeliveries(services.pool, deliveryIds, services.now()).catch((err) => services.logger.warn({ err }, 'could not release handed webhook deliveries'));
+  /** handed deliveries with at least half their lease left (the rest are due again at its end, for any sender) */
+  const takeHanded = (now: Date): ClaimedDelivery[] => {
+    const taken = handed.splice(0, batchSize);
+    return taken.filter((h) => h.leaseUntil - now.getTime() >= leaseMs / 2).map((h) => h.delivery);
+  };
+
   const round = async (): Promise<number> => {
     const now = services.now();
-    // the lease makes the rows due again if this process dies before recording them
-    const due = await claimDueDeliveries(services.pool, now, batchSize, new Date(now.getTime() + leaseMs));
+    const due = takeHanded(now);
+    // the table is claimed when deliveries were queued unclaimed, and every pollMs (retries, other processes'
+    // deliveries, deliveries whose sender died); not for each hand-off
+    if (due.length < batchSize && (tableDue || Date.now() - lastClaimAt >= pollMs)) {
+      tableDue = false;
+      lastClaimAt = Date.now();
+      // the lease makes the rows due again if this process dies before recording them
+      const claimed = await claimDueDeliveries(services.pool, now, batchSize - due.length, new Date(now.getTime() + leaseMs));
+      if (claimed.length === batchSize - due.length) tableDue = true;
+      due.push(...claimed);
+    }
     const taken = due.length;
     if (taken === 0) return 0;
     const endpoints = await endpointsById(services.pool, [...new Set(due.map((r) => r.endpoint_id))]);
-    const results = await Promise.all(due.filter((d) => endpoints.has(d.endpoint_id)).map(async (d) => {
+    // a delivery of an endpoint disabled since it was queued waits, set aside, until it is enabled again
+    const results = await Promise.all(due.filter((d) => endpoints.get(d.endpoint_id)?.enabled).map(async (d) => {
       const ep = endpoints.get(d.endpoint_id)!;
       const sentAt = services.now();
       const secrets = [ep.secret, ...(ep.previousSecret && ep.previousValidUntil && ep.previousValidUntil > sentAt ? [ep.previousSecret] : [])];
@@ -85,50 +120,27 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       });
       return { d, ep, res, sentAt };
     }));
+    if (results.length === 0) return taken;
     const after = services.now();
     const disable: Array<{ endpoint: WebhookEndpointRow; reason: 'gone' | 'failing' }> = [];
-    const rows = results.map(({ d, ep, res, sentAt }) => {
+    const rows = results.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
       const ok = res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;
       const attempts = d.attempts + 1;
       const gone = res.statusCode === 410;
       const delay = ok || gone ? undefined : nextRetryDelay(schedule, attempts, options.random);
       const nextAt = delay === undefined ? null : new Date(after.getTime() + delay);
-      const status = ok ? 'succeeded' : nextAt ? 'pending' : 'failed';
-      const error = ok ? null : res.error ?? `HTTP ${res.statusCode}`;
       if (gone) disable.push({ endpoint: ep, reason: 'gone' });
-      return { id: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status, nextAt, sentAt, code: res.statusCode, latency: res.latencyMs, error };
+      return {
+        deliveryId: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status: ok ? 'succeeded' : nextAt ? 'pending' : 'failed', nextAt,
+        attemptedAt: sentAt, statusCode: res.statusCode, latencyMs: res.latencyMs, error: ok ? null : res.error ?? `HTTP ${res.statusCode}`,
+      };
     });
-    await withTransaction(services.pool, async (db) => {
-      await db.query(
-        `INSERT INTO webhooks.attempts (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_retry_at)
-         SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::timestamptz[])`,
-        [rows.map((r) => r.id), rows.map((r) => r.endpointId), rows.map((r) => r.sentAt), rows.map((r) => r.code), rows.map((r) => r.latency),
-          rows.map((r) => r.error), rows.map((r) => r.nextAt)],
-      );
-      // a delivery dropped meanwhile (its endpoint deleted) stays dropped
-      await db.query(
-        `UPDATE webhooks.deliveries d SET status = x.s, attempts = x.a, next_attempt_at = x.n, completed_at = CASE WHEN x.s = 'pending' THEN NULL ELSE $5::timestamptz END
-           FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[]) AS x(id, s, a, n) WHERE d.delivery_id = x.id AND d.status = 'pending'`,
-        [rows.map((r) => r.id), rows.map((r) => r.status), rows.map((r) => r.attempts), rows.map((r) => r.nextAt), after],
-      );
-      // each endpoint's failure streak: cleared by any success, started by its first failure
-      const okEndpoints = [...new Set(rows.filter((r) => r.ok).map((r) => r.endpointId))];
-      const failedEndpoints = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.includes(id));
-      if (okEndpoints.length > 0) {
-        await db.query(
-          `INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, NULL FROM unnest($1::text[]) id
-           ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = NULL WHERE webhooks.endpoint_health.failing_since IS NOT NULL`, [okEndpoints]);
-      }
-      if (failedEndpoints.length > 0) {
-        const failing = await db.query<{ endpoint_id: string; stale: boolean }>(
-          `INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, $2::timestamptz FROM unnest($1::text[]) id
-           ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = COALESCE(webhooks.endpoint_health.failing_since, EXCLUDED.failing_since)
-           RETURNING endpoint_id, failing_since <= $3::timestamptz AS stale`,
-          [failedEndpoints, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS)],
-        );
-        for (const r of failing.rows) if (r.stale) disable.push({ endpoint: endpoints.get(r.endpoint_id)!, reason: 'failing' });
-      }
-    });
+    // each endpoint's failure streak: cleared by any success (only written when one runs), started by its first failure
+    const okEndpoints = new Set(rows.filter((r) => r.ok).map((r) => r.endpointId));
+    const recovered = [...okEndpoints].filter((id) => endpoints.get(id)!.failingSince !== null);
+    const failing = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.has(id));
+    const stale = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
+    for (const id of stale) disable.push({ endpoint: endpoints.get(id)!, reason: 'failing' });
     for (const { endpoint, reason } of disable) {
       await disableFailingEndpoint(deps, endpoint.companyId, endpoint.endpointId, reason);
       await setDeliveriesAside(services.pool, endpoint.endpointId);
@@ -139,7 +151,9 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
 
   // several rounds in flight, so one round's HTTP calls overlap another's database work (claims never overlap)
   const wakers = new Set<() => void>();
+  const wakeOne = () => [...wakers][0]?.();
   const unsubscribe = onDeliveriesQueued(() => {
+    tableDue = true;
     for (const w of [...wakers]) w();
   });
   const loop = async () => {
@@ -155,7 +169,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
         await sleep(Math.min(5000, 50 * 2 ** Math.min(failures, 7)));
         continue;
       }
-      if (taken >= batchSize || !running) continue;
+      if (taken >= batchSize || handed.length > 0 || !running) continue;
       await new Promise<void>((resolve) => {
         const wake = () => {
           clearTimeout(timer);
@@ -173,9 +187,11 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     async stop() {
       running = false;
       unsubscribe();
+      unregister();
       for (const w of [...wakers]) w();
       await loops;
       client.close();
+      await release(handed.splice(0).map((h) => h.delivery.delivery_id));
     },
   };
 }

@@ -15,19 +15,39 @@ export interface NewDelivery {
   payload: string;
 }
 
-/** Queues deliveries due now; a (endpoint, webhook id) queued before is left alone (at least once, not twice). */
-export async function queueDeliveries(db: Db, deliveries: readonly NewDelivery[], now: Date): Promise<number> {
-  if (deliveries.length === 0) return 0;
-  const r = await db.query(
-    `INSERT INTO webhooks.deliveries (delivery_id, endpoint_id, company_id, webhook_id, event_type, payload, status, next_attempt_at, created_at)
-     SELECT d, e, c, w, t, p, 'pending', $7, $7
-       FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(d, e, c, w, t, p)
-     ON CONFLICT (endpoint_id, webhook_id) DO NOTHING`,
-    [deliveries.map(() => randomUUID()), deliveries.map((d) => d.endpointId), deliveries.map((d) => d.companyId),
-      deliveries.map((d) => d.webhookId), deliveries.map((d) => d.eventType), deliveries.map((d) => d.payload), now],
-  );
-  return r.rowCount ?? 0;
+/**
+ * Queues deliveries due now; a (endpoint, webhook id) queued before is left alone (at least once, not twice).
+ * `claimed`: the first `count` of them are queued already claimed by a sender until `until` (the hand-off,
+ * src/workers/webhook-handoff.ts); those actually queued are returned, for that sender to post.
+ */
+export async function queueDeliveries(
+  db: Db,
+  deliveries: readonly NewDelivery[],
+  now: Date,
+  claimed: { count: number; until: Date } = { count: 0, until: now },
+): Promise<{ count: number; claimed: ClaimedDelivery[] }> {
+  if (deliveries.length === 0) return { count: 0, claimed: [] };
+  const ids = deliveries.map(() => randomUUID());
+  const r = await db.query<{ delivery_id: string }>({
+    name: 'webhooks_queue_deliveries',
+    text: QUEUE_DELIVERIES_SQL,
+    values: [ids, deliveries.map((d) => d.endpointId), deliveries.map((d) => d.companyId), deliveries.map((d) => d.webhookId),
+      deliveries.map((d) => d.eventType), deliveries.map((d) => d.payload), now, deliveries.map((_, i) => (i < claimed.count ? claimed.until : now))],
+  });
+  const queued = new Set(r.rows.map((row) => row.delivery_id));
+  return {
+    count: queued.size,
+    claimed: deliveries.flatMap((d, i) => (i < claimed.count && queued.has(ids[i])
+      ? [{ delivery_id: ids[i], endpoint_id: d.endpointId, webhook_id: d.webhookId, payload: d.payload, attempts: 0 }]
+      : [])),
+  };
 }
+
+const QUEUE_DELIVERIES_SQL = `INSERT INTO webhooks.deliveries (delivery_id, endpoint_id, company_id, webhook_id, event_type, payload, status, next_attempt_at, created_at)
+  SELECT d, e, c, w, t, p, 'pending', n, $7
+    FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $8::timestamptz[]) AS x(d, e, c, w, t, p, n)
+  ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
+  RETURNING delivery_id`;
 
 export interface ClaimedDelivery {
   delivery_id: string;
@@ -63,6 +83,67 @@ export async function claimDueDeliveries(pool: Pool, now: Date, limit: number, l
     await tx.query(CLAIM_DUE_PLAN_SETTING);
     return (await tx.query<ClaimedDelivery>(CLAIM_DUE_DELIVERIES_SQL, [now, limit, leaseUntil])).rows;
   });
+}
+
+export interface AttemptRecord {
+  deliveryId: string;
+  endpointId: string;
+  /** pending (a retry at nextAt), succeeded or failed */
+  status: 'pending' | 'succeeded' | 'failed';
+  attempts: number;
+  attemptedAt: Date;
+  statusCode: number | null;
+  latencyMs: number;
+  error: string | null;
+  nextAt: Date | null;
+}
+
+/**
+ * Records a round of attempts in one statement: the attempt log, each delivery's new state (a delivery dropped
+ * meanwhile, its endpoint deleted, stays dropped), and the failure streaks: `recovered` endpoints (a success after
+ * failures) are cleared, `failing` ones start a streak at `at` unless one runs. Returns the failing endpoints whose
+ * streak began at or before `staleBefore`.
+ */
+export async function recordAttempts(
+  db: Db,
+  rows: readonly AttemptRecord[],
+  streaks: { recovered: readonly string[]; failing: readonly string[] },
+  at: Date,
+  staleBefore: Date,
+): Promise<string[]> {
+  const r = await db.query<{ endpoint_id: string; stale: boolean }>({
+    name: 'webhooks_record_attempts',
+    text: RECORD_ATTEMPTS_SQL,
+    values: [rows.map((x) => x.deliveryId), rows.map((x) => x.endpointId), rows.map((x) => x.attemptedAt), rows.map((x) => x.statusCode),
+      rows.map((x) => x.latencyMs), rows.map((x) => x.error), rows.map((x) => x.nextAt), rows.map((x) => x.status), rows.map((x) => x.attempts),
+      at, streaks.recovered, streaks.failing, staleBefore],
+  });
+  return r.rows.filter((x) => x.stale).map((x) => x.endpoint_id);
+}
+
+const RECORD_ATTEMPTS_SQL = `WITH logged AS (
+    INSERT INTO webhooks.attempts (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_retry_at)
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::timestamptz[])
+  ), delivered AS (
+    UPDATE webhooks.deliveries d SET status = x.s, attempts = x.a, next_attempt_at = x.n,
+           completed_at = CASE WHEN x.s = 'pending' THEN NULL ELSE $10::timestamptz END
+      FROM unnest($1::uuid[], $8::text[], $9::int[], $7::timestamptz[]) AS x(id, s, a, n)
+     WHERE d.delivery_id = x.id AND d.status = 'pending'
+  ), recovered AS (
+    INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, NULL FROM unnest($11::text[]) id
+    ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = NULL WHERE webhooks.endpoint_health.failing_since IS NOT NULL
+  )
+  INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, $10::timestamptz FROM unnest($12::text[]) id
+  ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = COALESCE(webhooks.endpoint_health.failing_since, EXCLUDED.failing_since)
+  RETURNING endpoint_id, failing_since <= $13::timestamptz AS stale`;
+
+/** Makes claimed deliveries due at `now` (a sender stopping with deliveries it was handed and did not post). */
+export async function releaseDeliveries(db: Db, deliveryIds: readonly string[], now: Date): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  await db.query(
+    `UPDATE webhooks.deliveries SET next_attempt_at = $2 WHERE delivery_id = ANY($1::uuid[]) AND status = 'pending' AND next_attempt_at IS NOT NULL`,
+    [deliveryIds, now],
+  );
 }
 
 export interface DeliveryAttemptView {

@@ -17,8 +17,7 @@ import { buildApp } from '../src/http/app';
 import { queueDeliveries } from '../src/projections/webhooks/deliveries';
 import { startWebhookFanOut } from '../src/workers/webhook-fanout';
 import { startWebhookSender } from '../src/workers/webhook-sender';
-import { cpuSnapshot } from './cpu-probe';
-import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
+import { autocannon, BENCH_KEY, cpuSnapshot, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
 const CONNECTIONS = 20;

@@ -172,6 +172,27 @@ describe('webhook endpoints API', () => {
     expect(empty.json()).toEqual({ count: 0, next: null, previous: null, results: [] });
   });
 
+  it('a test event or a retry to a disabled endpoint is set aside (no due time) and due again when it is enabled', async () => {
+    const ep = await create();
+    const due = async (deliveryId: string) =>
+      (await t.db.pool.query<{ next_attempt_at: Date | null }>('SELECT next_attempt_at FROM webhooks.deliveries WHERE delivery_id = $1', [deliveryId])).rows[0].next_attempt_at;
+    const first = (await call('POST', `${BASE}${ep.id}/test/`)).json().delivery_id as string;
+    expect(await due(first)).toEqual(NOW);
+    expect((await call('PATCH', `${BASE}${ep.id}/`, { enabled: false })).statusCode).toBe(200);
+    expect(await due(first)).toBeNull();
+    const second = await call('POST', `${BASE}${ep.id}/test/`);
+    expect(second.statusCode).toBe(202);
+    expect(await due(second.json().delivery_id)).toBeNull();
+    const retried = await call('POST', `${BASE}${ep.id}/deliveries/${first}/retry/`);
+    expect(retried.statusCode).toBe(202);
+    expect(await due(first)).toBeNull();
+    expect((await call('PATCH', `${BASE}${ep.id}/`, { enabled: true })).statusCode).toBe(200);
+    expect([await due(first), await due(second.json().delivery_id)]).toEqual([NOW, NOW]);
+    const again = await call('POST', `${BASE}${ep.id}/deliveries/${first}/retry/`);
+    expect(again.statusCode).toBe(202);
+    expect(await due(first)).toEqual(NOW);
+  });
+
   it('creation takes an Idempotency-Key: a repeat replays the first answer, another body is 422, one endpoint', async () => {
     const keyed = (key: string, body: unknown) => t.app.inject({ method: 'POST', url: BASE, payload: body as object, headers: { 'x-api-key': SHOP.key, 'idempotency-key': key } });
     const body = { url: 'https://hooks.example/keyed', event_types: ['message.sent'] };

@@ -1,14 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { BUILT_CLI as CLI, describeWithBuiltCli, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
 
 // One-shot commands (the built CLI): a mistake in the arguments or the input, or a start the user's settings make
 // fail, prints one line naming it and exits 1, with no stack trace unless LOG_LEVEL=debug. Each case fails before
 // the command touches a database.
-const ROOT = resolve(__dirname, '../..');
-const CLI = join(ROOT, 'dist/cli.js');
-const STACK_LINE = /^\s+at /m;
 
 const dirs: string[] = [];
 const env = (extra: Record<string, string> = {}) => {
@@ -25,9 +23,7 @@ function run(args: string[], extra?: Record<string, string>) {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr, lines: r.stderr.split('\n').filter((l) => l.trim() !== '') };
 }
 
-const built = existsSync(CLI);
-if (!built) console.warn(`CLI errors suite skipped: ${CLI} is missing (run \`npm run build\`; \`npm test\` builds first)`);
-const d = built ? describe : describe.skip;
+const d = describeWithBuiltCli('CLI errors suite');
 
 d('one-shot commands: one line for a mistake the user can fix (built CLI)', () => {
   afterAll(() => {

@@ -1,12 +1,10 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { freePort } from '../support/e2e-server';
+import { join } from 'node:path';
+import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // The built program, as an operator runs it: `switchboard serve` with no configuration but a data dir.
-const ROOT = resolve(__dirname, '../..');
-const CLI = join(ROOT, 'dist/cli.js');
 
 function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...extra };
@@ -46,9 +44,7 @@ async function stop(server: { child: ChildProcess; output: () => string }): Prom
   return code;
 }
 
-const built = existsSync(CLI);
-if (!built) console.warn(`CLI end-to-end suite skipped: ${CLI} is missing (run \`npm run build\`; \`npm test\` builds first)`);
-const d = built ? describe : describe.skip;
+const d = describeWithBuiltCli('CLI end-to-end suite');
 
 d('switchboard serve (built CLI, embedded default)', () => {
   let dataDir: string;

@@ -1,14 +1,12 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { SYSTEM_EMBEDDED_DIR, systemClusterDir } from '../../src/adapters/postgres/embedded-location';
-import { freePort } from '../support/e2e-server';
+import { BUILT_CLI as CLI, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // Issue #14: as root, with DATA_DIR or the project itself under a private (0700) folder such as /root, the built
 // `switchboard serve` on the embedded default becomes healthy and keeps its data, without loosening that folder.
-const ROOT = resolve(__dirname, '../..');
-const CLI = join(ROOT, 'dist/cli.js');
 
 const cleanEnv = (extra: Record<string, string>): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...extra });
 

@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { signWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { e2eServerEnv, freePort } from '../support/e2e-server';
+import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // A keyed send survives `kill -9` (docs/sends.md, "Idempotent sends"): the built server with PROVIDER=cloud-api
 // against a fake Graph API run by the test (the outside provider's only fake). The fake records the send and the
@@ -13,8 +13,6 @@ import { e2eServerEnv, freePort } from '../support/e2e-server';
 // (with biz_opaque_callback_data) as the real provider retries webhooks; the client's retries with the same key
 // end with the id the fake issued, and the provider saw exactly one send.
 
-const ROOT = resolve(__dirname, '../..');
-const CLI = join(ROOT, 'dist/cli.js');
 const FIXTURE = join(ROOT, 'test/fixtures/example-fixture.json');
 const APP_SECRET = 'e2e-app-secret';
 const PHONE_NUMBER_ID = '109876543210001';
@@ -61,9 +59,7 @@ class FakeGraphApi {
   }
 }
 
-const built = existsSync(CLI);
-if (!built) console.warn(`idempotent-send crash suite skipped: ${CLI} is missing (run \`npm run build\`)`);
-const d = built ? describe : describe.skip;
+const d = describeWithBuiltCli('idempotent-send crash suite');
 
 d('keyed send across kill -9 of the server (built CLI, cloud-api provider)', () => {
   let db: TestDatabase;

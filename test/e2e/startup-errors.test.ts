@@ -4,13 +4,11 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createTestDatabase, type TestDatabase, withDatabase } from '../support/db';
+import { BUILT_CLI as CLI, describeWithBuiltCli, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
 
 // Every start-up failure an operator can cause: `serve` and `worker` (the built CLI) print one line naming the
 // cause and the fix on stderr, exit 1, and print a stack trace only with LOG_LEVEL=debug.
-const ROOT = resolve(__dirname, '../..');
-const CLI = join(ROOT, 'dist/cli.js');
 const SECRETS = { ANONYMIZATION_SECRET: 'startup-errors-anon', API_KEY_PEPPER: 'startup-errors-pepper' };
-const STACK_LINE = /^\s+at /m;
 
 type Role = 'serve' | 'worker';
 
@@ -103,9 +101,7 @@ for (const [what, p] of [['wrong-password', passwordsChecked], ['schema-permissi
   if (p.skip) console.warn(`${what} start-up test skipped: ${p.skip}`);
 }
 
-const built = existsSync(CLI);
-if (!built) console.warn(`start-up errors suite skipped: ${CLI} is missing (run \`npm run build\`; \`npm test\` builds first)`);
-const d = built ? describe : describe.skip;
+const d = describeWithBuiltCli('start-up errors suite');
 
 d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
   let db: TestDatabase;

@@ -1,12 +1,12 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { signWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startReceiver } from '../support/webhook-receiver';
-import { e2eServerEnv, freePort } from '../support/e2e-server';
+import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // Client webhooks survive `kill -9` of the delivering process (docs/webhooks.md, "Delivery"): the built CLI
 // (`serve`, then `serve` + `worker` sharing the work) with the operator setting that allows loopback endpoints,
@@ -15,8 +15,6 @@ import { e2eServerEnv, freePort } from '../support/e2e-server';
 // back; the server is killed with deliveries in flight. Held requests are later answered 503 (not counted as
 // received): an event counts only once a live process got its 2xx. After the restart every event arrives.
 
-const ROOT = resolve(__dirname, '../..');
-const CLI = join(ROOT, 'dist/cli.js');
 const FIXTURE = join(ROOT, 'test/fixtures/example-fixture.json');
 const APP_SECRET = 'e2e-app-secret';
 const PHONE_NUMBER_ID = '109876543210001';
@@ -35,9 +33,7 @@ const waitFor = async <T>(probe: () => Promise<T | false | undefined> | T | fals
   }
 };
 
-const built = existsSync(CLI);
-if (!built) console.warn(`webhook crash suite skipped: ${CLI} is missing (run \`npm run build\`)`);
-const d = built ? describe : describe.skip;
+const d = describeWithBuiltCli('webhook crash suite');
 
 d('client webhooks across kill -9 of the delivering process (built CLI)', () => {
   let db: TestDatabase;

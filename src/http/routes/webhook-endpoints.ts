@@ -10,7 +10,7 @@ import { webhookBody, webhookIdOf } from '../../commands/webhook-endpoint/payloa
 import { secretBox } from '../../commands/webhook-endpoint/secrets';
 import { urlRefusal } from '../../adapters/webhooks/address-guard';
 import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks';
-import { dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery, resumeDeliveries, setDeliveriesAside } from '../../projections/webhooks/deliveries';
+import { dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery, resumeDeliveries, setAsideWhileDisabled, setDeliveriesAside } from '../../projections/webhooks/deliveries';
 import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } from '../../projections/webhooks/queries';
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
@@ -182,6 +182,8 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     const payload = webhookBody('webhook.test', now.toISOString(), { endpoint_id: endpoint.endpointId, message: 'test event from Switchboard' });
     await queueDeliveries(services.pool, [{ endpointId: endpoint.endpointId, companyId: endpoint.companyId, webhookId, eventType: 'webhook.test', payload }], now);
     const { rows } = await services.pool.query('SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND webhook_id = $2', [endpoint.endpointId, webhookId]);
+    // to a disabled endpoint: set aside, sent once it is enabled again
+    if (rows[0]) await setAsideWhileDisabled(services.pool, endpoint.endpointId, rows[0].delivery_id);
     return reply.status(202).send({ delivery_id: rows[0]?.delivery_id ?? null, webhook_id: webhookId, status: 'queued' as const });
   });
 }

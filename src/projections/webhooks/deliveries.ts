@@ -177,15 +177,31 @@ export async function listDeliveryAttempts(db: Db, endpointId: string, page: { l
   };
 }
 
-/** Queues a delivery of the endpoint again, due now (a failed one starts a fresh schedule). False: no such delivery. */
+/**
+ * Queues a delivery of the endpoint again, due now (a failed one starts a fresh schedule); set aside instead while
+ * the endpoint is disabled (due when it is enabled again). Undefined: no such delivery.
+ */
 export async function requeueDelivery(db: Db, endpointId: string, deliveryId: string, now: Date): Promise<{ webhookId: string } | undefined> {
   const { rows } = await db.query(
-    `UPDATE webhooks.deliveries SET status = 'pending', attempts = 0, next_attempt_at = $3, completed_at = NULL
+    `UPDATE webhooks.deliveries SET status = 'pending', attempts = 0, completed_at = NULL,
+            next_attempt_at = CASE WHEN ${ENDPOINT_ENABLED} THEN $3::timestamptz END
       WHERE endpoint_id = $1 AND delivery_id = $2 RETURNING webhook_id`,
     [endpointId, deliveryId, now],
   );
   return rows[0] ? { webhookId: rows[0].webhook_id } : undefined;
 }
+
+/** Sets a delivery just queued aside if its endpoint is disabled now (see setDeliveriesAside). */
+export async function setAsideWhileDisabled(db: Db, endpointId: string, deliveryId: string): Promise<void> {
+  await db.query(
+    `UPDATE webhooks.deliveries SET next_attempt_at = NULL
+      WHERE endpoint_id = $1 AND delivery_id = $2 AND status = 'pending' AND NOT ${ENDPOINT_ENABLED}`,
+    [endpointId, deliveryId],
+  );
+}
+
+/** Whether endpoint $1 is enabled now (false once deleted). */
+const ENDPOINT_ENABLED = `COALESCE((SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = $1), false)`;
 
 /**
  * Sets a disabled endpoint's queued deliveries aside (no due time): the claim's scan of the due index stops before

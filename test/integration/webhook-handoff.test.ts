@@ -1,38 +1,21 @@
-import { seedFixture } from '../../src/commands/provisioning/seed';
 import { type ClaimedDelivery, queueDeliveries } from '../../src/projections/webhooks/deliveries';
 import { startWebhookFanOut } from '../../src/workers/webhook-fanout';
 import { intakeOf, registerIntake } from '../../src/workers/webhook-handoff';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
-import { createTestApp } from '../support/services';
-import { SHOP, sendsFixture, waitUntil } from '../support/sends';
-import { startReceiver } from '../support/webhook-receiver';
+import { SHOP, waitUntil } from '../support/sends';
+import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
 
 // The hand-off (docs/webhooks.md, "Hand-off"): the fan-out queues fresh deliveries claimed by the sender of its
 // process and passes them in memory; the sender posts them without claiming them from the table, and a sender
 // that stops makes those it did not post due at once. Real Postgres, app, fan-out, sender and receiver.
 
-const BASE = '/api/v1/webhook-endpoints/';
 const LEASE_MS = 60_000;
 
 describe('webhook hand-off', () => {
-  let t: Awaited<ReturnType<typeof createTestApp>>;
-  let receiver: Awaited<ReturnType<typeof startReceiver>>;
-
-  beforeAll(async () => {
-    t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true' } });
-    await seedFixture(t.services, sendsFixture(), { actor: 'test' });
-    receiver = await startReceiver();
-  });
-  afterAll(async () => {
-    await receiver?.close();
-    await t?.close();
-  });
-
-  const register = async (path: string) => {
-    const res = await t.app.inject({ method: 'POST', url: BASE, headers: { 'x-api-key': SHOP.key }, payload: { url: receiver.url(path), event_types: ['message.sent'] } });
-    expect(res.statusCode).toBe(201);
-    return res.json() as { id: string };
-  };
+  let t: WebhookTestBed['t'];
+  let receiver: WebhookTestBed['receiver'];
+  let register: WebhookTestBed['register'];
+  useWebhookTestBed((bed) => ({ t, receiver, register } = bed));
   const send = async (recipient: string) => {
     const res = await t.app.inject({
       method: 'POST', url: '/api/v1/platform-templates/send/', headers: { 'x-api-key': SHOP.key },

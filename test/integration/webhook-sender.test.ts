@@ -1,14 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { seedFixture } from '../../src/commands/provisioning/seed';
 import type { Resolver } from '../../src/adapters/webhooks/address-guard';
 import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
 import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, queueDeliveries } from '../../src/projections/webhooks/deliveries';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
 import { startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
-import { createTestApp } from '../support/services';
-import { SHOP, sendsFixture, waitUntil } from '../support/sends';
-import { startReceiver } from '../support/webhook-receiver';
+import { SHOP, waitUntil } from '../support/sends';
+import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
 
 // The sender's delivery rules on real Postgres and a real receiver (docs/webhooks.md, "Delivery"): several senders
 // share the queue without sending an event twice, an endpoint failing every attempt for 5 days is disabled,
@@ -17,24 +15,10 @@ import { startReceiver } from '../support/webhook-receiver';
 const BASE = '/api/v1/webhook-endpoints/';
 
 describe('webhook sender', () => {
-  let t: Awaited<ReturnType<typeof createTestApp>>;
-  let receiver: Awaited<ReturnType<typeof startReceiver>>;
-
-  beforeAll(async () => {
-    t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true' } });
-    await seedFixture(t.services, sendsFixture(), { actor: 'test' });
-    receiver = await startReceiver();
-  });
-  afterAll(async () => {
-    await receiver?.close();
-    await t?.close();
-  });
-
-  const register = async (path: string) => {
-    const res = await t.app.inject({ method: 'POST', url: BASE, headers: { 'x-api-key': SHOP.key }, payload: { url: receiver.url(path), event_types: ['message.sent'] } });
-    expect(res.statusCode).toBe(201);
-    return res.json() as { id: string };
-  };
+  let t: WebhookTestBed['t'];
+  let receiver: WebhookTestBed['receiver'];
+  let register: WebhookTestBed['register'];
+  useWebhookTestBed((bed) => ({ t, receiver, register } = bed));
   const queue = (endpointId: string, count: number, prefix: string, now = t.services.now()) =>
     queueDeliveries(t.db.pool, Array.from({ length: count }, (_, i) => ({
       endpointId, companyId: SHOP.companyId, webhookId: `msg_${prefix}${i}`, eventType: 'message.sent', payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { i } }),

@@ -1,5 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { seedFixture } from '../../src/commands/provisioning/seed';
+import { SHOP, sendsFixture } from './sends';
+import { createTestApp } from './services';
 
 export interface Received {
   path: string;
@@ -41,4 +44,40 @@ export async function startReceiver(): Promise<{
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
     server,
   };
+}
+
+/**
+ * The set-up of the webhook worker suites: an app allowed to post to loopback over http, seeded with the sends
+ * fixture, and a real receiver. `close` releases both.
+ */
+export async function startWebhookTestBed() {
+  const t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true' } });
+  await seedFixture(t.services, sendsFixture(), { actor: 'test' });
+  const receiver = await startReceiver();
+  return {
+    t,
+    receiver,
+    /** registers an endpoint of the sends fixture's SHOP for `message.sent`, posting to `path` on the receiver */
+    register: async (path: string): Promise<{ id: string }> => {
+      const res = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-endpoints/', headers: { 'x-api-key': SHOP.key }, payload: { url: receiver.url(path), event_types: ['message.sent'] } });
+      if (res.statusCode !== 201) throw new Error(`endpoint registration: ${res.statusCode} ${res.body}`);
+      return res.json() as { id: string };
+    },
+    close: async () => {
+      await receiver.close();
+      await t.close();
+    },
+  };
+}
+
+export type WebhookTestBed = Awaited<ReturnType<typeof startWebhookTestBed>>;
+
+/** Starts a webhook test bed before the suite (handing it to `ready`) and closes it after. */
+export function useWebhookTestBed(ready: (bed: WebhookTestBed) => void): void {
+  let bed: WebhookTestBed | undefined;
+  beforeAll(async () => {
+    bed = await startWebhookTestBed();
+    ready(bed);
+  });
+  afterAll(() => bed?.close());
 }

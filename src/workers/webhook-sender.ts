@@ -67,7 +67,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   const schedule = options.schedule ?? RETRY_SCHEDULE_MS;
   let running = true;
 
-  // fresh deliveries the fan-out handed over, oldest first; at most two batches per round in flight
+  // fresh deliveries the fan-out handed over, oldest first: at most a batch for each round in flight
   const handed: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
   const maxHanded = batchSize * concurrency;
   let lastClaimAt = 0;

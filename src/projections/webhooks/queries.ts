@@ -47,12 +47,14 @@ export async function enabledEndpointsOf(db: Db, companyIds: readonly number[]):
   return rows.map(toRow);
 }
 
+const QUALIFIED_COLUMNS = COLUMNS.split(',').map((c) => `e.${c.trim()}`).join(', ');
+
 /** The sender's view of endpoints: with the start of their failure streak (null when healthy). */
 export type SendingEndpoint = WebhookEndpointRow & { failingSince: Date | null };
 
 export async function endpointsById(db: Db, endpointIds: readonly string[]): Promise<Map<string, SendingEndpoint>> {
   const { rows } = await db.query(
-    `SELECT ${COLUMNS.split(',').map((c) => `e.${c.trim()}`).join(', ')}, h.failing_since
+    `SELECT ${QUALIFIED_COLUMNS}, h.failing_since
        FROM ${S}.endpoints e LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e.endpoint_id
       WHERE e.endpoint_id = ANY($1::text[])`,
     [endpointIds],

@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Position } from '../ports/event-store';
 import type { Projection } from './projection';
+import { withTransaction } from '../shared/tx';
 
 // Checkpoint bookkeeping shared by the runner, the rebuild and `projections status`.
 
@@ -25,22 +26,14 @@ export async function readCheckpoint(db: Pool | PoolClient, name: string): Promi
 
 /** Creates the projection's schema, tables and checkpoint row when missing (idempotent, serialised). */
 export async function ensureProjection(pool: Pool, p: Projection): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lockKeyOf(p.name)]);
-    const existing = await readCheckpoint(client, p.name);
+  await withTransaction(pool, async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lockKeyOf(p.name)]);
+    const existing = await readCheckpoint(tx, p.name);
     if (!existing) {
-      await createTables(client, p.schema, p);
-      await client.query('INSERT INTO projections.checkpoints (name, version) VALUES ($1, $2)', [p.name, p.version]);
+      await createTables(tx, p.schema, p);
+      await tx.query('INSERT INTO projections.checkpoints (name, version) VALUES ($1, $2)', [p.name, p.version]);
     }
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export async function createTables(tx: PoolClient, schema: string, p: Projection): Promise<void> {

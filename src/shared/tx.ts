@@ -3,6 +3,15 @@ import type { Pool, PoolClient } from 'pg';
 export async function withTransaction<T>(pool: Pool, fn: (tx: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {
+    return await inTransaction(client, fn);
+  } finally {
+    client.release();
+  }
+}
+
+/** A transaction on a connection the caller holds (one that keeps a session lock across transactions, say). */
+export async function inTransaction<T>(client: PoolClient, fn: (tx: PoolClient) => Promise<T>): Promise<T> {
+  try {
     await client.query('BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
@@ -10,8 +19,6 @@ export async function withTransaction<T>(pool: Pool, fn: (tx: PoolClient) => Pro
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;
-  } finally {
-    client.release();
   }
 }
 

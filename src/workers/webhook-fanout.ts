@@ -1,6 +1,7 @@
 import type { Services } from '../services';
 import { START, type Position } from '../ports/event-store';
-import { type ClaimedDelivery, queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
+import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
+import { inTransaction } from '../shared/tx';
 import { enabledEndpointsOf } from '../projections/webhooks/queries';
 import { sendsProjection } from '../projections/sends/projection';
 import { bulkProjection } from '../projections/bulk/projection';
@@ -102,17 +103,12 @@ export async function fanOutBatch(services: Services, batchSize: number): Promis
     const now = services.now();
     const handOff = deliveries.length > 0 ? intakeOf(services.pool) : undefined;
     const claim = handOff ? { count: handOff.capacity, until: handOff.intake.leaseUntil(now) } : undefined;
-    let queued = 0;
-    let claimed: ClaimedDelivery[];
-    try {
-      await client.query('BEGIN');
-      ({ count: queued, claimed } = await queueDeliveries(client, deliveries, now, claim));
-      await client.query('UPDATE webhooks.fanout_checkpoint SET position = $2, updated_at = now() WHERE name = $1', [NAME, batch.nextPosition]);
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    }
+    // on the client holding the fan-out's session lock
+    const { count: queued, claimed } = await inTransaction(client, async (tx) => {
+      const result = await queueDeliveries(tx, deliveries, now, claim);
+      await tx.query('UPDATE webhooks.fanout_checkpoint SET position = $2, updated_at = now() WHERE name = $1', [NAME, batch.nextPosition]);
+      return result;
+    });
     if (handOff && claim && claimed.length > 0) handOff.intake.receive(claimed, claim.until);
     if (queued > claimed.length) notifySender();
     return batch.events.length;

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
+import { inTransaction } from '../../shared/tx';
 
 const MIGRATIONS_DIR = join(__dirname, 'migrations');
 const LOCK_KEY = 7_246_001; // advisory lock: one migrator at a time across processes
@@ -33,16 +34,14 @@ export async function migrate(pool: Pool): Promise<number[]> {
     );
     for (const m of loadMigrations()) {
       if (done.has(m.version)) continue;
-      await client.query('BEGIN');
-      try {
-        await client.query(m.sql);
-        await client.query('INSERT INTO public.schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
-        await client.query('COMMIT');
-        applied.push(m.version);
-      } catch (err) {
-        await client.query('ROLLBACK');
-        throw new Error(`migration ${m.version}_${m.name} failed: ${(err as Error).message}`);
-      }
+      // on the client holding the migrations' session lock
+      await inTransaction(client, async (tx) => {
+        await tx.query(m.sql);
+        await tx.query('INSERT INTO public.schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      }).catch((err: Error) => {
+        throw new Error(`migration ${m.version}_${m.name} failed: ${err.message}`);
+      });
+      applied.push(m.version);
     }
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [LOCK_KEY]).catch(() => undefined);

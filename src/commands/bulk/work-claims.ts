@@ -2,6 +2,7 @@
 // number's daily limit over the rolling 24 h quota window.
 import type { Pool, PoolClient } from 'pg';
 import { QUOTA_WINDOW_MS } from '../../projections/accounts/queries';
+import { withTransaction } from '../../shared/tx';
 
 // ---------------------------------------------------------------- claims (pending → in_flight)
 
@@ -103,9 +104,7 @@ export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { n
   const since = new Date(args.now.getTime() - QUOTA_WINDOW_MS);
   const names = { bulk: 1, now: 2, number: 3, since: 4 };
   const base = [args.bulkId, args.now, args.numberId, since];
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return withTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`bulk-quota:${args.numberId}`]);
     const windowNames = { number: 1, since: 2 };
     const usedRow = await client.query<{ n: number }>(
@@ -156,12 +155,6 @@ export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { n
       const t = oldest.rows[0].t;
       resumeAt = t ? new Date(t.getTime() + QUOTA_WINDOW_MS + 1) : new Date(args.now.getTime() + 1000);
     }
-    await client.query('COMMIT');
     return { claimed, used, limit: args.dailyLimit, blocked, resumeAt };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }

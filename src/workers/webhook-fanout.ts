@@ -104,13 +104,13 @@ export async function fanOutBatch(services: Services, batchSize: number): Promis
     const handOff = deliveries.length > 0 ? intakeOf(services.pool) : undefined;
     const claim = handOff ? { count: handOff.capacity, until: handOff.intake.leaseUntil(now) } : undefined;
     // on the client holding the fan-out's session lock
-    const { count: queued, claimed } = await inTransaction(client, async (tx) => {
+    const { queued, claimed } = await inTransaction(client, async (tx) => {
       const result = await queueDeliveries(tx, deliveries, now, claim);
       await tx.query('UPDATE webhooks.fanout_checkpoint SET position = $2, updated_at = now() WHERE name = $1', [NAME, batch.nextPosition]);
       return result;
     });
     if (handOff && claim && claimed.length > 0) handOff.intake.receive(claimed, claim.until);
-    if (queued > claimed.length) notifySender();
+    if (queued.length > claimed.length) notifySender();
     return batch.events.length;
   } finally {
     if (locked) await client.query('SELECT pg_advisory_unlock(hashtext($1))', [LOCK]).catch((err: Error) => (broken = err));

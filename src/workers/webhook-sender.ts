@@ -86,24 +86,26 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   const release = (deliveryIds: string[]) =>
     releaseDeliveries(services.pool, deliveryIds, services.now()).catch((err) => services.logger.warn({ err }, 'could not release handed webhook deliveries'));
   /** handed deliveries with at least half their lease left (the rest are due again at its end, for any sender) */
-  const takeHanded = (now: Date): ClaimedDelivery[] => {
-    const taken = handed.splice(0, batchSize);
+  const takeHanded = (now: Date, limit: number): ClaimedDelivery[] => {
+    const taken = handed.splice(0, limit);
     return taken.filter((h) => h.leaseUntil - now.getTime() >= leaseMs / 2).map((h) => h.delivery);
   };
 
   const round = async (): Promise<number> => {
     const now = services.now();
-    const due = takeHanded(now);
     // the table is claimed when deliveries were queued unclaimed, and every pollMs (retries, other processes'
-    // deliveries, deliveries whose sender died); not for each hand-off
-    if (due.length < batchSize && (tableDue || Date.now() - lastClaimAt >= pollMs)) {
+    // deliveries, deliveries whose sender died); not for each hand-off. Before the handed deliveries are taken, so
+    // a failed claim leaves them handed.
+    let claimed: ClaimedDelivery[] = [];
+    const room = batchSize - Math.min(batchSize, handed.length);
+    if (room > 0 && (tableDue || Date.now() - lastClaimAt >= pollMs)) {
       tableDue = false;
       lastClaimAt = Date.now();
       // the lease makes the rows due again if this process dies before recording them
-      const claimed = await claimDueDeliveries(services.pool, now, batchSize - due.length, new Date(now.getTime() + leaseMs));
-      if (claimed.length === batchSize - due.length) tableDue = true;
-      due.push(...claimed);
+      claimed = await claimDueDeliveries(services.pool, now, room, new Date(now.getTime() + leaseMs));
+      if (claimed.length === room) tableDue = true;
     }
+    const due = [...takeHanded(now, batchSize - claimed.length), ...claimed];
     const taken = due.length;
     if (taken === 0) return 0;
     const endpoints = await endpointsById(services.pool, [...new Set(due.map((r) => r.endpoint_id))]);

@@ -87,7 +87,7 @@ describe('webhook hand-off', () => {
     const queued = await queueDeliveries(t.db.pool, [0, 1, 2].map((i) => ({
       endpointId: ep.id, companyId: SHOP.companyId, webhookId: `msg_handed${i}`, eventType: 'message.sent', payload: JSON.stringify({ type: 'message.sent', data: { i } }),
     })), now, { count: 3, until: leaseUntil });
-    expect(queued.count).toBe(3);
+    expect(queued.queued).toHaveLength(3);
     intake!.intake.receive(queued.claimed, leaseUntil);
     await waitUntil(async () => !first, 5_000, 'the first handed delivery posted');
     expect((await deliveriesOf(ep.id)).every((r) => r.next_attempt_at?.getTime() === leaseUntil.getTime())).toBe(true);

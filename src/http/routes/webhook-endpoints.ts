@@ -180,11 +180,10 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     const webhookId = webhookIdOf(randomUUID(), 'test');
     const now = services.now();
     const payload = webhookBody('webhook.test', now.toISOString(), { endpoint_id: endpoint.endpointId, message: 'test event from Switchboard' });
-    await queueDeliveries(services.pool, [{ endpointId: endpoint.endpointId, companyId: endpoint.companyId, webhookId, eventType: 'webhook.test', payload }], now);
-    const { rows } = await services.pool.query('SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND webhook_id = $2', [endpoint.endpointId, webhookId]);
+    const { queued: [deliveryId] } = await queueDeliveries(services.pool, [{ endpointId: endpoint.endpointId, companyId: endpoint.companyId, webhookId, eventType: 'webhook.test', payload }], now);
     // to a disabled endpoint: set aside, sent once it is enabled again
-    if (rows[0]) await setAsideWhileDisabled(services.pool, endpoint.endpointId, rows[0].delivery_id);
-    return reply.status(202).send({ delivery_id: rows[0]?.delivery_id ?? null, webhook_id: webhookId, status: 'queued' as const });
+    if (deliveryId) await setAsideWhileDisabled(services.pool, endpoint.endpointId, deliveryId);
+    return reply.status(202).send({ delivery_id: deliveryId ?? null, webhook_id: webhookId, status: 'queued' as const });
   });
 }
 

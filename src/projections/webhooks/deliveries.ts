@@ -18,15 +18,16 @@ export interface NewDelivery {
 /**
  * Queues deliveries due now; a (endpoint, webhook id) queued before is left alone (at least once, not twice).
  * `claimed`: the first `count` of them are queued already claimed by a sender until `until` (the hand-off,
- * src/workers/webhook-handoff.ts); those actually queued are returned, for that sender to post.
+ * src/workers/webhook-handoff.ts). Returns the ids of the deliveries queued (in input order), and those of them
+ * queued claimed, for that sender to post.
  */
 export async function queueDeliveries(
   db: Db,
   deliveries: readonly NewDelivery[],
   now: Date,
   claimed: { count: number; until: Date } = { count: 0, until: now },
-): Promise<{ count: number; claimed: ClaimedDelivery[] }> {
-  if (deliveries.length === 0) return { count: 0, claimed: [] };
+): Promise<{ queued: string[]; claimed: ClaimedDelivery[] }> {
+  if (deliveries.length === 0) return { queued: [], claimed: [] };
   const ids = deliveries.map(() => randomUUID());
   const r = await db.query<{ delivery_id: string }>({
     name: 'webhooks_queue_deliveries',
@@ -36,7 +37,7 @@ export async function queueDeliveries(
   });
   const queued = new Set(r.rows.map((row) => row.delivery_id));
   return {
-    count: queued.size,
+    queued: ids.filter((id) => queued.has(id)),
     claimed: deliveries.flatMap((d, i) => (i < claimed.count && queued.has(ids[i])
       ? [{ delivery_id: ids[i], endpoint_id: d.endpointId, webhook_id: d.webhookId, payload: d.payload, attempts: 0 }]
       : [])),

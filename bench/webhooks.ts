@@ -112,10 +112,15 @@ async function main(): Promise<void> {
     log(`webhooks bench: ${FLOOD} deliveries to ${receiverUrl}`);
     child.send({ type: 'flood', endpointId: endpoint.id, count: FLOOD } satisfies ToChild);
     await nextMessage<FromChild, 'flooded'>(child, 'flooded');
+    const f0 = cpuSnapshot(child.pid!);
     await until(() => arrivals >= FLOOD, 'the flood');
+    const f1 = cpuSnapshot(child.pid!);
     const perS = (arrivals - 1) / Math.max(0.001, (lastAt - firstAt) / 1000);
-    log(`delivered ${arrivals} in ${round((lastAt - firstAt) / 1000, 2)} s`);
-    emit({ bench: 'webhooks', metric: 'webhook_events_delivered_per_s', value: round(perS), unit: 'events/s', budget: 2000, events: FLOOD });
+    // CPU per delivered event while the sender posts the queued flood (the receiver counted in `self`)
+    const perEvent = (k: keyof typeof f0) => round(((f1[k] - f0[k]) * 1000) / FLOOD, 3);
+    const cpuPerEvent = { server: perEvent('server'), postgres: perEvent('postgres'), receiver: perEvent('self') };
+    log(`delivered ${arrivals} in ${round((lastAt - firstAt) / 1000, 2)} s; CPU ms per event: server ${cpuPerEvent.server}, postgres ${cpuPerEvent.postgres}, receiver ${cpuPerEvent.receiver}`);
+    emit({ bench: 'webhooks', metric: 'webhook_events_delivered_per_s', value: round(perS), unit: 'events/s', budget: 2000, events: FLOOD, cpu_ms_per_event: cpuPerEvent });
 
     // 2. sends with and without an endpoint
     let n = 0;

@@ -101,4 +101,22 @@ describe('webhook hand-off', () => {
     for (const r of rows.slice(1)) expect(r.next_attempt_at!.getTime()).toBeLessThanOrEqual(Date.now());
     expect(receiver.received.filter((r) => r.path === '/handed').map((r) => r.headers['webhook-id'])).toEqual(['msg_handed0']);
   });
+
+  it('queues each payload byte for byte, in order (quotes, backslashes, escapes, emoji, line breaks)', async () => {
+    const ep = await register('/payloads');
+    const payloads = [
+      JSON.stringify({ type: 'message.sent', data: { name: 'Ana "la jefa" \\ O\'Neil', note: 'línea 1\nlínea 2\t😀', nul: '\u0000' } }),
+      '{"raw":"\\u0000 and \\ud83d\\ude00 kept as escapes","quote":"\\""}',
+      JSON.stringify({ type: 'message.sent', data: { empty: '', array: ['{', '}', '[', ']', ','] } }),
+    ];
+    const { queued } = await queueDeliveries(t.db.pool, payloads.map((payload, i) => ({
+      endpointId: ep.id, companyId: SHOP.companyId, webhookId: `msg_payload_${i}`, eventType: 'message.sent', payload,
+    })), new Date());
+    expect(queued).toHaveLength(3);
+    const { rows } = await t.db.pool.query<{ delivery_id: string; webhook_id: string; payload: string }>(
+      'SELECT delivery_id, webhook_id, payload FROM webhooks.deliveries WHERE delivery_id = ANY($1::uuid[])', [queued]);
+    const byId = new Map(rows.map((r) => [r.delivery_id, r]));
+    expect(queued.map((id) => byId.get(id)!.webhook_id)).toEqual(['msg_payload_0', 'msg_payload_1', 'msg_payload_2']);
+    expect(queued.map((id) => byId.get(id)!.payload)).toEqual(payloads);
+  });
 });

@@ -33,7 +33,8 @@ export async function queueDeliveries(
     name: 'webhooks_queue_deliveries',
     text: QUEUE_DELIVERIES_SQL,
     values: [ids, deliveries.map((d) => d.endpointId), deliveries.map((d) => d.companyId), deliveries.map((d) => d.webhookId),
-      deliveries.map((d) => d.eventType), deliveries.map((d) => d.payload), now, deliveries.map((_, i) => (i < claimed.count ? claimed.until : now))],
+      // the payloads as one JSON array: node-postgres escapes a text[] element in JavaScript, character by character
+      deliveries.map((d) => d.eventType), JSON.stringify(deliveries.map((d) => d.payload)), now, deliveries.map((_, i) => (i < claimed.count ? claimed.until : now))],
   });
   const queued = new Set(r.rows.map((row) => row.delivery_id));
   return {
@@ -46,7 +47,8 @@ export async function queueDeliveries(
 
 const QUEUE_DELIVERIES_SQL = `INSERT INTO webhooks.deliveries (delivery_id, endpoint_id, company_id, webhook_id, event_type, payload, status, next_attempt_at, created_at)
   SELECT d, e, c, w, t, p, 'pending', n, $7
-    FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $8::timestamptz[]) AS x(d, e, c, w, t, p, n)
+    FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[],
+                ARRAY(SELECT v FROM json_array_elements_text($6::json) WITH ORDINALITY AS a(v, i) ORDER BY i), $8::timestamptz[]) AS x(d, e, c, w, t, p, n)
   ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
   RETURNING delivery_id`;
 

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -166,6 +166,21 @@ d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
     it('worker: a DATA_DIR the kernel refuses (/proc)', () => {
       const run = start('worker', { DATA_DIR: '/proc/switchboard-data' });
       expectOneLine(run, /DATA_DIR \/proc\/switchboard-data cannot be created or written/, /set DATA_DIR to a folder this user can create and write/);
+    });
+  });
+
+  describe('the embedded Postgres fails for another reason', () => {
+    it('worker: a DATA_DIR whose pg folder is not a whole cluster: the line carries Postgres\'s own reason', () => {
+      const dir = dataDir();
+      mkdirSync(join(dir, 'pg'));
+      writeFileSync(join(dir, 'pg', 'PG_VERSION'), '17\n'); // looks initialised, holds nothing else
+      const line = expectOneLine(
+        start('worker', { DATA_DIR: dir }),
+        new RegExp(`the embedded Postgres in DATA_DIR ${dir} did not start: postgres exited before accepting connections: `),
+        /could not access the server configuration file ".*postgresql\.conf": No such file or directory/,
+        /see docs\/install\.md \("Running as root", "Start-up errors"\), or set DATABASE_URL/,
+      );
+      expect(line).not.toContain('undefined');
     });
   });
 

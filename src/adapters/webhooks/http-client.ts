@@ -25,7 +25,7 @@ export interface WebhookHttpClientOptions {
 }
 
 /**
- * Posts signed webhook bodies with undici (about half the CPU of node:http per request; docs/webhooks.md):
+ * Posts signed webhook bodies with undici (about a third of the CPU of node:http per request; docs/webhooks.md):
  * keep-alive, a whole-request timeout, a capped response body, the SSRF guard. No redirects are followed.
  */
 export class WebhookHttpClient {

@@ -2,7 +2,8 @@
 // /api/v1/platform-templates/send/ with a fresh key per request against the same request without a key, on the
 // same server (a forked child process, sandbox provider, 20 connections), in alternating rounds of one run so the
 // noise of a shared machine hits both alike. Reports the medians and the ratio keyed/unkeyed (budget >= 0.85).
-// BENCH_ROUNDS rounds (default 3) of BENCH_DURATION_S seconds (default 10) each, after a 3 s warm-up of each.
+// BENCH_ROUNDS rounds (default 3) of BENCH_DURATION_S seconds (default 10) each, after a warm-up of each of
+// BENCH_WARMUP_S seconds (default 8).
 import { randomBytes } from 'node:crypto';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
@@ -13,6 +14,8 @@ import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, cpuSnapshot, benchDatabas
 const CONNECTIONS = 20;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+// as bench/webhooks.ts: after 3 s the first unkeyed round was still warming up
+const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 8);
 const KEY = BENCH_KEY;
 const PHONE_NUMBER_ID = BENCH_PHONE_NUMBER_ID;
 
@@ -66,9 +69,9 @@ async function main(): Promise<void> {
           },
         }],
       });
-    log('warm-up (3 s each)');
-    await run(3, false);
-    await run(3, true);
+    log(`warm-up (${WARMUP_S} s each)`);
+    await run(WARMUP_S, false);
+    await run(WARMUP_S, true);
     const unkeyed: CannonResult[] = [];
     const keyed: CannonResult[] = [];
     // CPU per send of the server, Postgres and this process (load generator), per round: the added cost measured

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { SandboxProvider } from '../src/adapters/provider/sandbox';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
-import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, cpuSnapshot, benchDatabase, benchSendsFixture, benchServices, type CannonResult, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
+import { autocannon, BENCH_KEY, BENCH_PHONE_NUMBER_ID, cpuMsPer, cpuSnapshot, benchDatabase, benchSendsFixture, benchServices, type CannonResult, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
 const CONNECTIONS = 20;
@@ -82,11 +82,10 @@ async function main(): Promise<void> {
         const c0 = cpuSnapshot(child.pid!);
         const r = await run(DURATION_S, withKey);
         const c1 = cpuSnapshot(child.pid!);
-        const per = (k: keyof typeof c0) => ((c1[k] - c0[k]) * 1000) / r['2xx'];
-        const total = per('server') + per('postgres') + per('self');
-        log(`round ${withKey ? 'keyed' : 'unkeyed'}: ${r['2xx']} sends; CPU ms per send: server ${round(per('server'), 3)}, postgres ${round(per('postgres'), 3)}, load generator ${round(per('self'), 3)}, total ${round(total, 3)}`);
+        const per = cpuMsPer(c0, c1, r['2xx']);
+        log(`round ${withKey ? 'keyed' : 'unkeyed'}: ${r['2xx']} sends; CPU ms per send: server ${round(per.server, 3)}, postgres ${round(per.postgres, 3)}, load generator ${round(per.self, 3)}, total ${round(per.total, 3)}`);
         (withKey ? keyed : unkeyed).push(r);
-        (withKey ? cpu.keyed : cpu.unkeyed).push(total);
+        (withKey ? cpu.keyed : cpu.unkeyed).push(per.total);
       }
     }
     const rate = (r: CannonResult) => r['2xx'] / (r.duration || DURATION_S);

@@ -344,3 +344,10 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
   const own = process.cpuUsage();
   return { server: processCpu(String(serverPid))?.seconds ?? 0, postgres, self: (own.user + own.system) / 1e6 };
 }
+
+/** CPU milliseconds per unit (a send, an event) between two snapshots, each side and their total. */
+export function cpuMsPer(before: CpuSnapshot, after: CpuSnapshot, units: number): CpuSnapshot & { total: number } {
+  const per = (k: keyof CpuSnapshot) => ((after[k] - before[k]) * 1000) / units;
+  const ms = { server: per('server'), postgres: per('postgres'), self: per('self') };
+  return { ...ms, total: ms.server + ms.postgres + ms.self };
+}

@@ -17,7 +17,7 @@ import { buildApp } from '../src/http/app';
 import { queueDeliveries } from '../src/projections/webhooks/deliveries';
 import { startWebhookFanOut } from '../src/workers/webhook-fanout';
 import { startWebhookSender } from '../src/workers/webhook-sender';
-import { autocannon, BENCH_KEY, cpuSnapshot, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
+import { autocannon, BENCH_KEY, cpuMsPer, cpuSnapshot, BENCH_PHONE_NUMBER_ID, benchDatabase, benchSendsFixture, benchServices, emit, exited, forkServer, log, median, nextMessage, round, runForkedBench, closeBenchServices } from './support';
 
 
 const CONNECTIONS = 20;
@@ -120,8 +120,8 @@ async function main(): Promise<void> {
     const f1 = cpuSnapshot(child.pid!);
     const perS = (arrivals - 1) / Math.max(0.001, (lastAt - firstAt) / 1000);
     // CPU per delivered event while the sender posts the queued flood (the receiver counted in `self`)
-    const perEvent = (k: keyof typeof f0) => round(((f1[k] - f0[k]) * 1000) / FLOOD, 3);
-    const cpuPerEvent = { server: perEvent('server'), postgres: perEvent('postgres'), receiver: perEvent('self') };
+    const perEvent = cpuMsPer(f0, f1, FLOOD);
+    const cpuPerEvent = { server: round(perEvent.server, 3), postgres: round(perEvent.postgres, 3), receiver: round(perEvent.self, 3) };
     log(`delivered ${arrivals} in ${round((lastAt - firstAt) / 1000, 2)} s; CPU ms per event: server ${cpuPerEvent.server}, postgres ${cpuPerEvent.postgres}, receiver ${cpuPerEvent.receiver}`);
     emit({ bench: 'webhooks', metric: 'webhook_events_delivered_per_s', value: round(perS), unit: 'events/s', budget: 2000, events: FLOOD, cpu_ms_per_event: cpuPerEvent });
 
@@ -153,10 +153,9 @@ async function main(): Promise<void> {
         const r = await run(DURATION_S);
         if (enabled) await until(() => arrivals - before >= r['2xx'], 'the round\'s webhooks');
         const c1 = cpuSnapshot(child.pid!);
-        const per = (k: keyof typeof c0) => ((c1[k] - c0[k]) * 1000) / r['2xx'];
-        const total = per('server') + per('postgres') + per('self');
-        log(`round ${enabled ? 'with' : 'without'}: ${r['2xx']} sends; CPU ms per send: server ${round(per('server'), 3)}, postgres ${round(per('postgres'), 3)}, load generator and receiver ${round(per('self'), 3)}, total ${round(total, 3)}`);
-        (enabled ? cpu.with : cpu.without).push(total);
+        const per = cpuMsPer(c0, c1, r['2xx']);
+        log(`round ${enabled ? 'with' : 'without'}: ${r['2xx']} sends; CPU ms per send: server ${round(per.server, 3)}, postgres ${round(per.postgres, 3)}, load generator and receiver ${round(per.self, 3)}, total ${round(per.total, 3)}`);
+        (enabled ? cpu.with : cpu.without).push(per.total);
         failed += r.non2xx + r.errors + r.timeouts;
         (enabled ? withEndpoint : without).push(r['2xx'] / (r.duration || DURATION_S));
       }

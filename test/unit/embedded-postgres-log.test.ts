@@ -1,4 +1,4 @@
-import { reasonIn } from '../../src/adapters/postgres/embedded';
+import { reasonIn } from '../../src/adapters/postgres/embedded-server';
 
 // The reason a start-up line gives when the embedded Postgres exits before it is ready (docs/install.md,
 // "Start-up errors"): Postgres's FATAL line with its DETAIL and HINT, without timestamps, else the log's end.

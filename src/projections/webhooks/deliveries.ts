@@ -117,28 +117,32 @@ export async function recordAttempts(
   const r = await db.query<{ endpoint_id: string; stale: boolean }>({
     name: 'webhooks_record_attempts',
     text: RECORD_ATTEMPTS_SQL,
-    values: [rows.map((x) => x.deliveryId), rows.map((x) => x.endpointId), rows.map((x) => x.attemptedAt), rows.map((x) => x.statusCode),
-      rows.map((x) => x.latencyMs), rows.map((x) => x.error), rows.map((x) => x.nextAt), rows.map((x) => x.status), rows.map((x) => x.attempts),
-      at, streaks.recovered, streaks.failing, staleBefore],
+    // the attempts as one JSON array: node-postgres escapes every element of an array parameter in JavaScript
+    values: [JSON.stringify(rows.map((x) => ({
+      id: x.deliveryId, e: x.endpointId, t: x.attemptedAt, c: x.statusCode, l: x.latencyMs, err: x.error, n: x.nextAt, s: x.status, a: x.attempts,
+    }))), at, streaks.recovered, streaks.failing, staleBefore],
   });
   return r.rows.filter((x) => x.stale).map((x) => x.endpoint_id);
 }
 
-const RECORD_ATTEMPTS_SQL = `WITH logged AS (
+const RECORD_ATTEMPTS_SQL = `WITH x AS (
+    SELECT * FROM ROWS FROM (json_to_recordset($1::json)
+      AS (id uuid, e text, t timestamptz, c int, l int, err text, n timestamptz, s text, a int)) WITH ORDINALITY AS x(id, e, t, c, l, err, n, s, a, i)
+  ), logged AS (
     INSERT INTO webhooks.attempts (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_retry_at)
-    SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::timestamptz[])
+    SELECT id, e, t, c, l, err, n FROM x ORDER BY i
   ), delivered AS (
     UPDATE webhooks.deliveries d SET status = x.s, attempts = x.a, next_attempt_at = x.n,
-           completed_at = CASE WHEN x.s = 'pending' THEN NULL ELSE $10::timestamptz END
-      FROM unnest($1::uuid[], $8::text[], $9::int[], $7::timestamptz[]) AS x(id, s, a, n)
+           completed_at = CASE WHEN x.s = 'pending' THEN NULL ELSE $2::timestamptz END
+      FROM x
      WHERE d.delivery_id = x.id AND d.status = 'pending'
   ), recovered AS (
-    INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, NULL FROM unnest($11::text[]) id
+    INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, NULL FROM unnest($3::text[]) id
     ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = NULL WHERE webhooks.endpoint_health.failing_since IS NOT NULL
   )
-  INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, $10::timestamptz FROM unnest($12::text[]) id
+  INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, $2::timestamptz FROM unnest($4::text[]) id
   ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = COALESCE(webhooks.endpoint_health.failing_since, EXCLUDED.failing_since)
-  RETURNING endpoint_id, failing_since <= $13::timestamptz AS stale`;
+  RETURNING endpoint_id, failing_since <= $5::timestamptz AS stale`;
 
 /** Makes claimed deliveries due at `now` (a sender stopping with deliveries it was handed and did not post). */
 export async function releaseDeliveries(db: Db, deliveryIds: readonly string[], now: Date): Promise<void> {

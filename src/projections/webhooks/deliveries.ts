@@ -119,23 +119,25 @@ export async function recordAttempts(
     text: RECORD_ATTEMPTS_SQL,
     // the attempts as one JSON array: node-postgres escapes every element of an array parameter in JavaScript
     values: [JSON.stringify(rows.map((x) => ({
-      id: x.deliveryId, e: x.endpointId, t: x.attemptedAt, c: x.statusCode, l: x.latencyMs, err: x.error, n: x.nextAt, s: x.status, a: x.attempts,
+      delivery_id: x.deliveryId, endpoint_id: x.endpointId, attempted_at: x.attemptedAt, status_code: x.statusCode, latency_ms: x.latencyMs,
+      error: x.error, next_at: x.nextAt, status: x.status, attempts: x.attempts,
     }))), at, streaks.recovered, streaks.failing, staleBefore],
   });
   return r.rows.filter((x) => x.stale).map((x) => x.endpoint_id);
 }
 
 const RECORD_ATTEMPTS_SQL = `WITH x AS (
-    SELECT * FROM ROWS FROM (json_to_recordset($1::json)
-      AS (id uuid, e text, t timestamptz, c int, l int, err text, n timestamptz, s text, a int)) WITH ORDINALITY AS x(id, e, t, c, l, err, n, s, a, i)
+    SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (delivery_id uuid, endpoint_id text, attempted_at timestamptz,
+      status_code int, latency_ms int, error text, next_at timestamptz, status text, attempts int)) WITH ORDINALITY
+      AS x(delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_at, status, attempts, ord)
   ), logged AS (
     INSERT INTO webhooks.attempts (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_retry_at)
-    SELECT id, e, t, c, l, err, n FROM x ORDER BY i
+    SELECT delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_at FROM x ORDER BY ord
   ), delivered AS (
-    UPDATE webhooks.deliveries d SET status = x.s, attempts = x.a, next_attempt_at = x.n,
-           completed_at = CASE WHEN x.s = 'pending' THEN NULL ELSE $2::timestamptz END
+    UPDATE webhooks.deliveries d SET status = x.status, attempts = x.attempts, next_attempt_at = x.next_at,
+           completed_at = CASE WHEN x.status = 'pending' THEN NULL ELSE $2::timestamptz END
       FROM x
-     WHERE d.delivery_id = x.id AND d.status = 'pending'
+     WHERE d.delivery_id = x.delivery_id AND d.status = 'pending'
   ), recovered AS (
     INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, NULL FROM unnest($3::text[]) id
     ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = NULL WHERE webhooks.endpoint_health.failing_since IS NOT NULL

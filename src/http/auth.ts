@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Pool } from 'pg';
 import type { ApiKeyRecord } from '../projections/apikeys/projection';
 import { ApiKeyCache } from './api-key-cache';
-import { hashApiKey, scopeOfKey } from '../shared/api-key';
+import { ApiKeyHashes } from './api-key-hashes';
+import { scopeOfKey } from '../shared/api-key';
 import { ApiError, forbidden, unauthorized } from './errors';
 
 /**
@@ -41,6 +42,7 @@ export interface AuthDeps {
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   const cache = new ApiKeyCache(deps.pool);
+  const hashes = new ApiKeyHashes(deps.pepper);
   const unsubscribe = deps.onKeysChanged?.(() => cache.invalidateAll());
   app.addHook('onReady', () => cache.start());
   app.addHook('onClose', async () => {
@@ -49,7 +51,7 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   });
   app.decorateRequest('apiKey', null);
   app.decorate('authenticate', async (request: FastifyRequest, policy: AuthPolicy) => {
-    const key = await resolveKey(request, deps, cache);
+    const key = await resolveKey(request, deps, cache, hashes);
     if (key.scope === 'global') {
       if (policy === 'company-strict') throw unauthorized('a company API key is required for this endpoint');
       if (policy === 'company') throw forbidden('this API key has no access to company resources');
@@ -59,14 +61,16 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   });
 }
 
-async function resolveKey(request: FastifyRequest, deps: AuthDeps, cache: ApiKeyCache): Promise<AuthenticatedKey> {
+async function resolveKey(request: FastifyRequest, deps: AuthDeps, cache: ApiKeyCache, hashes: ApiKeyHashes): Promise<AuthenticatedKey> {
   const header = request.headers['x-api-key'];
   const clear = Array.isArray(header) ? header[0] : header;
   if (!clear || clear.trim() === '') throw unauthorized('API key required: send it in the X-API-Key header');
   const scope = scopeOfKey(deps.prefix, clear);
   if (!scope || clear.length > 512) throw unauthorized('invalid API key');
-  const record = await cache.lookup(hashApiKey(deps.pepper, clear));
+  const hash = hashes.hashOf(clear);
+  const record = await cache.lookup(hash);
   if (!record || record.scope !== scope) throw unauthorized('invalid API key');
+  hashes.remember(clear, hash);
   if (record.revoked) throw unauthorized('API key revoked');
   if (record.expiresAt && record.expiresAt.getTime() <= deps.now().getTime()) throw unauthorized('API key expired');
   return record;

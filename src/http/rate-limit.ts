@@ -43,10 +43,7 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
     global: false,
     enableDraftSpec: true,
     timeWindow: RATE_LIMIT_WINDOW_MS,
-    max: (request) => {
-      const companyId = request.apiKey?.companyId;
-      return (companyId != null ? counter.companyLimit(companyId) : undefined) ?? perMinute;
-    },
+    max: perMinute,
     keyGenerator: (request) => request.apiKey!.keyId,
     store: storeOf(counter) as never,
     errorResponseBuilder: (_request, context) =>
@@ -60,9 +57,18 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
   // The key is known once authentication ran: routes authenticate on onRequest (then the limit is checked before
   // validation, so a limited client's invalid requests count and are refused too) or on preHandler (checked after
   // theirs). A route with neither hook has no authenticated key to count (health, metrics, docs, webhooks).
-  const limit = app.rateLimit();
+  // One handler per limit, each with its limit as a number (a `max` function would be awaited on every request).
+  const handlers = new Map<number, ReturnType<FastifyInstance['rateLimit']>>();
+  const handlerOf = (max: number) => {
+    let handler = handlers.get(max);
+    if (handler === undefined) handlers.set(max, (handler = app.rateLimit({ max })));
+    return handler;
+  };
   const limitAuthenticated = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (request.apiKey !== null) await limit.call(app, request as never, reply as never);
+    const key = request.apiKey;
+    if (key === null) return;
+    const max = (key.companyId !== null ? counter.companyLimit(key.companyId) : undefined) ?? perMinute;
+    await handlerOf(max).call(app, request as never, reply as never);
   };
   app.addHook('onRoute', (route: RouteOptions) => {
     if (route.onRequest !== undefined) route.preValidation = [...asList(route.preValidation), limitAuthenticated];

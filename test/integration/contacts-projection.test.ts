@@ -131,6 +131,7 @@ describe('seedFixtureContacts', () => {
   });
 
   it('generated ids stay above the fixture ids', async () => {
+    await seedFixtureContacts(t.services, 101, contacts(), ctx); // the fixture's id 9001 (nothing new if seeded above)
     const r = await upsertContact(t.services, 101, parseUpsertBody({ phone: '+5491171119999' }), { actor: 'k', companyId: 101 });
     expect(r.contact.contactId).toBeGreaterThan(9001);
   });

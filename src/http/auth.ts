@@ -67,10 +67,8 @@ async function resolveKey(request: FastifyRequest, deps: AuthDeps, cache: ApiKey
   if (!clear || clear.trim() === '') throw unauthorized('API key required: send it in the X-API-Key header');
   const scope = scopeOfKey(deps.prefix, clear);
   if (!scope || clear.length > 512) throw unauthorized('invalid API key');
-  const hash = hashes.hashOf(clear);
-  const record = await cache.lookup(hash);
+  const record = await hashes.find(clear, (hash) => cache.lookup(hash));
   if (!record || record.scope !== scope) throw unauthorized('invalid API key');
-  hashes.remember(clear, hash);
   if (record.revoked) throw unauthorized('API key revoked');
   if (record.expiresAt && record.expiresAt.getTime() <= deps.now().getTime()) throw unauthorized('API key expired');
   return record;

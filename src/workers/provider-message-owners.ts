@@ -8,7 +8,7 @@ import { findProviderMessageOwner, type ProviderMessageOwner } from '../projecti
 // [bulk sends, issue 5] bulk recipients own provider message ids too: owner lookup and applier in src/commands/bulk/delivery.ts
 import { BULK_OWNERS_SELECT, bulkOwnerFromRow, findBulkMessageOwner } from '../commands/bulk/delivery';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
-import { Lru } from './lru';
+import { Lru } from '../shared/lru';
 import { statusIdentity } from './send-status-applier';
 
 /** [issue 16] A status naming a keyed send whose answer was never recorded records that answer (per-record path only). */

@@ -12,7 +12,7 @@ import type { ProviderMessageOwner } from '../projections/sends/queries';
 // [bulk sends, issue 5] bulk recipients own provider message ids too: owner lookup and applier in src/commands/bulk/delivery.ts
 import { applyBulkStatus } from '../commands/bulk/delivery';
 import type { ProviderStatusUpdate, StatusApplier } from '../commands/delivery-status';
-import { Lru } from './lru';
+import { Lru } from '../shared/lru';
 
 /** Appliers by owner kind. Bulk recipients register theirs (kind 'bulk') from their own module. */
 export const statusAppliers = new Map<string, StatusApplier>();

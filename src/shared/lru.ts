@@ -1,4 +1,5 @@
-// A bounded least-recently-used map: the delivery consumer's caches of send streams and of provider message owners.
+// A bounded least-recently-used map: the delivery consumer's caches of send streams and of provider message owners,
+// the API keys' hashes (src/http/api-key-hashes.ts).
 /** A bounded map that forgets the least recently used entries. */
 export class Lru<K, V> {
   private readonly map = new Map<K, V>();

@@ -81,6 +81,8 @@ describe('webhook endpoints API', () => {
       ['https://169.254.169.254/latest/meta-data', 'url must not point to a private, loopback or link-local address'],
       ['https://[::1]/in', 'url must not point to a private, loopback or link-local address'],
       ['https://[::ffff:192.168.0.1]/in', 'url must not point to a private, loopback or link-local address'],
+      ['https://localhost./in', 'url must not point to a private, loopback or link-local address'],
+      ['https://[64:ff9b::a9fe:a9fe]/latest/meta-data', 'url must not point to a private, loopback or link-local address'],
     ];
     for (const [url, error] of refused) {
       const res = await call('POST', BASE, { url, event_types: ['message.sent'] }, SHOP.key, strict);

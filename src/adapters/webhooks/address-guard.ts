@@ -1,23 +1,34 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
-// Addresses a webhook must never reach unless the operator allows it (WEBHOOKS_ALLOW_PRIVATE_URLS): private,
-// loopback, link-local, carrier-grade NAT, unspecified, multicast and reserved ranges, IPv4 and IPv6.
-const blocked = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) blocked.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) blocked.addSubnet(net, prefix, 'ipv6');
+// Addresses a webhook must never reach unless the operator allows it (WEBHOOKS_ALLOW_PRIVATE_URLS): everything
+// but public unicast, as ipaddr.js classifies the IANA special-purpose registries (private, loopback, link-local,
+// carrier-grade NAT, unspecified, multicast, broadcast, documentation, benchmarking and other reserved ranges).
+// IPv6 must also be global unicast (2000::/3), which refuses the deprecated IPv4-compatible form (::a.b.c.d).
+// An IPv4 address carried inside an IPv6 one is judged as that IPv4 address: IPv4-mapped (::ffff:a.b.c.d),
+// NAT64 (64:ff9b::a.b.c.d, which DNS64 gives IPv4-only hosts on IPv6-only networks, and which a NAT64 gateway
+// forwards to the IPv4 inside) and 6to4 (2002:aabb:ccdd::).
+const GLOBAL_UNICAST = ipaddr.IPv6.parseCIDR('2000::/3');
+const NAT64_WELL_KNOWN = ipaddr.IPv6.parseCIDR('64:ff9b::/96');
+
+const ipv4Of = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+
+function embeddedIPv4(address: ipaddr.IPv6): ipaddr.IPv4 | undefined {
+  if (address.isIPv4MappedAddress()) return address.toIPv4Address();
+  if (address.match(NAT64_WELL_KNOWN)) return ipv4Of(address.parts[6], address.parts[7]);
+  if (address.range() === '6to4') return ipv4Of(address.parts[1], address.parts[2]);
+  return undefined;
+}
 
 export function isForbiddenAddress(address: string): boolean {
-  const v = isIP(address);
-  if (v === 4) return blocked.check(address, 'ipv4');
-  if (v === 6) {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    return mapped ? blocked.check(mapped[1], 'ipv4') : blocked.check(address, 'ipv6');
-  }
-  return true;
+  if (isIP(address) === 0) return true;
+  const parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv4') return parsed.range() !== 'unicast';
+  const v6 = parsed as ipaddr.IPv6;
+  const inner = embeddedIPv4(v6);
+  if (inner !== undefined) return inner.range() !== 'unicast';
+  return v6.range() !== 'unicast' || !v6.match(GLOBAL_UNICAST);
 }
 
 export class ForbiddenAddressError extends Error {
@@ -25,6 +36,8 @@ export class ForbiddenAddressError extends Error {
 }
 
 const bare = (host: string) => host.replace(/^\[|\]$/g, '');
+/** `localhost`, a name under it (RFC 6761) or either written fully qualified (`localhost.`). */
+const isLocalhostName = (host: string) => /(^|\.)localhost\.?$/i.test(host);
 
 /**
  * Why a URL may not be registered, or null. Checks the scheme and a literal or `localhost` host; names are
@@ -40,8 +53,8 @@ export function urlRefusal(raw: string, options: { allowHttp: boolean; allowPriv
   if (url.protocol !== 'https:' && !(options.allowHttp && url.protocol === 'http:')) return 'url must use https';
   if (url.username || url.password) return 'url must not carry credentials';
   if (options.allowPrivate) return null;
-  const host = bare(url.hostname).toLowerCase();
-  if (host === 'localhost' || host.endsWith('.localhost')) return 'url must not point to a private, loopback or link-local address';
+  const host = bare(url.hostname);
+  if (isLocalhostName(host)) return 'url must not point to a private, loopback or link-local address';
   if (isIP(host) && isForbiddenAddress(host)) return 'url must not point to a private, loopback or link-local address';
   return null;
 }
@@ -68,6 +81,6 @@ export const guardedLookup = guardLookup(dnsLookup as Resolver);
 /** A literal IP host is never looked up: check it before connecting. */
 export function literalHostRefusal(url: URL): string | null {
   const host = bare(url.hostname);
-  if (host.toLowerCase() === 'localhost') return 'localhost is a forbidden address';
+  if (isLocalhostName(host)) return `${host} is a forbidden address`;
   return isIP(host) && isForbiddenAddress(host) ? `${host} is a forbidden address` : null;
 }

@@ -2,7 +2,7 @@
 # Switchboard image: one program, `switchboard` (dist/cli.js); the compose file runs it as `serve` and `worker`.
 
 # ---- build: all dependencies, compile, then drop the dev dependencies ----------------------------------------
-FROM node:20-slim AS build
+FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -15,8 +15,11 @@ RUN npm run build \
  && npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime ---------------------------------------------------------------------------------------------------
-FROM node:20-slim AS runtime
+FROM node:24-slim AS runtime
+# NODE_OPTIONS: kafkajs 2.2.4 arms negative timers in its request queue (tulios/kafkajs#1751; harmless: Node
+# runs them after 1 ms), which Node 23+ reports as a TimeoutNegativeWarning on stderr; docs/install.md, "Node.js".
 ENV NODE_ENV=production \
+    NODE_OPTIONS=--disable-warning=TimeoutNegativeWarning \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATA_DIR=/app/.switchboard

@@ -4,7 +4,7 @@
 //   preHandler: validates the header (400), claims (company, key) with the request's fingerprint, or answers from
 //               the record: replay (Idempotent-Replayed: true), 422 for another request under the key, or, while
 //               the first is in flight, waits for it (up to IN_FLIGHT_WAIT_MS) and then 409 with Retry-After.
-//   onSend:     stores the answer (one UPDATE) unless it is a 5xx, which releases the key.
+//   onSend:     stores the answer (one UPDATE) unless it is a 5xx, a 400 or a 429, which release the key (isKept).
 // Handlers read `request.idempotencyKey` and make their command's effect idempotent per (company, key).
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions, preHandlerHookHandler, onSendHookHandler } from 'fastify';
@@ -53,19 +53,45 @@ const headerDoc = z
       .describe(
         '1 to 255 printable ASCII characters, unique per request (a UUID). A repeat with the same key and body within 24 h ' +
           'answers the first answer again (header Idempotent-Replayed: true); the same key with another body is 422; a repeat ' +
-          'while the first is in flight waits for it, or answers 409 with Retry-After. 5xx answers are not kept.',
+          'while the first is in flight waits for it, or answers 409 with Retry-After. 5xx, 400 and 429 answers are not kept.',
       ),
   })
   .loose();
 
-/** JSON with object keys sorted at every depth: equal bodies give equal text whatever their key order. */
+/**
+ * JSON with object keys sorted at every depth: equal bodies give equal text whatever their key order. Written with
+ * an explicit stack, not recursion: a body nested thousands of levels deep (well inside the 1 MiB limit) is text.
+ */
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v ?? null)).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  const out: string[] = [];
+  const work: Array<{ value: unknown } | string> = [{ value }]; // a value to write, or text to emit as is
+  while (work.length > 0) {
+    const next = work.pop()!;
+    if (typeof next === 'string') {
+      out.push(next);
+      continue;
+    }
+    const v = next.value;
+    if (Array.isArray(v)) {
+      work.push(']');
+      for (let i = v.length - 1; i >= 0; i--) {
+        work.push({ value: v[i] ?? null });
+        if (i > 0) work.push(',');
+      }
+      work.push('[');
+    } else if (v !== null && typeof v === 'object') {
+      const entries = Object.entries(v as Record<string, unknown>).filter(([, e]) => e !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      work.push('}');
+      for (let i = entries.length - 1; i >= 0; i--) {
+        work.push({ value: entries[i][1] }, `${JSON.stringify(entries[i][0])}:`);
+        if (i > 0) work.push(',');
+      }
+      work.push('{');
+    } else {
+      out.push(JSON.stringify(v ?? null));
+    }
   }
-  return JSON.stringify(value ?? null);
+  return out.join('');
 }
 
 export function fingerprintOf(request: FastifyRequest): string {
@@ -73,6 +99,13 @@ export function fingerprintOf(request: FastifyRequest): string {
     .update(`${request.method} ${request.routeOptions.url ?? ''}\n${canonicalJson(request.params ?? {})}\n${canonicalJson(request.body ?? null)}`)
     .digest('hex');
 }
+
+/**
+ * Whether an answer is kept for replays. Not kept: 5xx (the client may retry), 400 (the request itself was refused,
+ * by its schema or by the handler's own checks: nothing was done, so the corrected request may reuse the key) and
+ * 429 (refused for now: the same request may succeed later).
+ */
+export const isKept = (status: number): boolean => status < 500 && status !== 400 && status !== 429;
 
 export function registerIdempotency(app: FastifyInstance, services: Services): void {
   const store = new IdempotencyStore(services.idempotencyPool);
@@ -162,7 +195,7 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     const storable = typeof payload === 'string' || Buffer.isBuffer(payload);
     const status = reply.statusCode;
     const contentType = reply.getHeader('content-type');
-    await finish(request, status < 500 && storable ? {
+    await finish(request, isKept(status) && storable ? {
       statusCode: status,
       contentType: typeof contentType === 'string' ? contentType : null,
       body: Buffer.isBuffer(payload) ? payload.toString('utf8') : (payload as string),

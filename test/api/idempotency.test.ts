@@ -143,6 +143,29 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(provider.calls).toBe(2);
   });
 
+  it('a 400 from the handler\'s own checks is not stored: the corrected request reuses the key', async () => {
+    const upsert = (phone: string) => t.app.inject({
+      method: 'POST', url: UPSERT, payload: { phone, full_name: 'Rosa' }, headers: { 'x-api-key': SHOP.key, 'idempotency-key': 'fix-and-retry' },
+    });
+    const refused = await upsert('garbage');
+    expect(refused.statusCode).toBe(400);
+    const corrected = await upsert('+5491155559910');
+    expect(corrected.statusCode).toBe(201);
+    expect(corrected.headers['idempotent-replayed']).toBeUndefined();
+    expect((await upsert('+5491155559910')).headers['idempotent-replayed']).toBe('true');
+  });
+
+  it('a body nested 10,000 levels deep under a key is refused with 400, not a 5xx', async () => {
+    const deep = `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`;
+    for (const [url, payload] of [[UPSERT, `{"phone":${deep}}`], [SEND, `{"phone_number_id":"${SHOP.number.phoneNumberId}","template_name":"welcome","recipient_phone":"+5491155550070","variables":${deep}}`]]) {
+      const res = await t.app.inject({
+        method: 'POST', url, payload, headers: { 'x-api-key': SHOP.key, 'idempotency-key': `deep-${url}`, 'content-type': 'application/json' },
+      });
+      expect({ url, status: res.statusCode }).toEqual({ url, status: 400 });
+    }
+    expect(provider.calls).toBe(0);
+  });
+
   it('a repeat while the first is in flight past the wait is 409 with Retry-After; then the answer is replayed', async () => {
     const held = provider.hold();
     const first = send(welcome('+5491155550057'), 'in-flight-1');
@@ -183,6 +206,20 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(theirs.headers['idempotent-replayed']).toBeUndefined();
     expect(theirs.json().message_id).not.toBe(mine.json().message_id);
     expect(provider.calls).toBe(2);
+  });
+
+  it('a 429 (quota exhausted) is not stored: the same request under the same key sends once the quota allows', async () => {
+    const small = SHOP.smallNumber.phoneNumberId;
+    for (let i = 0; i < 50; i++) expect((await send(welcome(`+54911555601${String(i).padStart(2, '0')}`, small))).statusCode).toBe(200);
+    clock += 23 * HOUR;
+    const refused = await send(welcome('+5491155560199', small), 'quota-retry');
+    expect(refused.statusCode).toBe(429);
+    clock += HOUR + 1; // the 50 recipients leave the 24-h window; the key is an hour old
+    const retried = await send(welcome('+5491155560199', small), 'quota-retry');
+    expect(retried.statusCode).toBe(200);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
+    expect((await send(welcome('+5491155560199', small), 'quota-retry')).headers['idempotent-replayed']).toBe('true');
+    expect(provider.calls).toBe(51);
   });
 
   it('a key is forgotten after 24 hours', async () => {
@@ -297,6 +334,19 @@ describe('Idempotency-Key on bulk creation and cancel', () => {
     const a = (await create(recipients)).json().bulk_send_id;
     const b = (await create(recipients)).json().bulk_send_id;
     expect(a).not.toBe(b);
+  });
+
+  it('a cancel with a malformed key or a malformed JSON body is a plain 400 (not a 5xx) and cancels nothing', async () => {
+    const bulkId = (await create(phones(2, '+54911740'))).json().bulk_send_id;
+    const badKey = await cancel(bulkId, 'clave-é');
+    expect(badKey.statusCode).toBe(400);
+    expect(badKey.json()).toEqual({ error: 'Idempotency-Key must be 1 to 255 printable ASCII characters.' });
+    const badBody = await t.app.inject({
+      method: 'POST', url: `${BASE}/bulk-sends/${bulkId}/cancel/`, payload: '{', headers: { 'x-api-key': BULK_CO.key, 'content-type': 'application/json' },
+    });
+    expect(badBody.statusCode).toBe(400);
+    expect(badBody.json()).toEqual({ error: expect.any(String) });
+    expect((await cancel(bulkId)).statusCode).toBe(200);
   });
 
   it('a keyed cancel replays its 200 where an unkeyed repeat is 409', async () => {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { IdempotencyStore, KEY_TTL_MS } from '../../src/http/idempotency-store';
 import { canonicalJson } from '../../src/http/idempotency';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -86,5 +87,28 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: undefined } })).toBe('{"a":{"d":[1,{"x":1,"y":2}]},"b":1}');
     expect(canonicalJson({ a: 1, b: 2 })).toBe(canonicalJson({ b: 2, a: 1 }));
     expect(canonicalJson(null)).toBe('null');
+    expect(canonicalJson([undefined, [], {}, 'x'])).toBe('[null,[],{},"x"]');
+  });
+
+  // the recursive definition the iterative implementation must match
+  const reference = (value: unknown): string => {
+    if (Array.isArray(value)) return `[${value.map((v) => reference(v ?? null)).join(',')}]`;
+    if (value !== null && typeof value === 'object') {
+      const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${reference(v)}`).join(',')}}`;
+    }
+    return JSON.stringify(value ?? null);
+  };
+
+  it('matches the recursive definition on random JSON values', () => {
+    fc.assert(fc.property(fc.jsonValue({ maxDepth: 6 }), (value) => {
+      expect(canonicalJson(value)).toBe(reference(value));
+      expect(JSON.parse(canonicalJson(value))).toEqual(JSON.parse(JSON.stringify(value)));
+    }), { numRuns: 300 });
+  });
+
+  it('handles a body nested 100,000 levels deep (no recursion)', () => {
+    const deep = JSON.parse(`${'{"b":1,"a":['.repeat(100_000)}${']}'.repeat(100_000)}`);
+    expect(canonicalJson(deep)).toBe(`${'{"a":['.repeat(100_000)}${'],"b":1}'.repeat(100_000)}`);
   });
 });

@@ -420,7 +420,8 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
         'get their outcome, the rest are never sent (they stay counted in pending_count). Answers 200 with the bulk send ' +
         '(status CANCELLED). 409 {"error"} when it already finished or was cancelled; 404 {"detail"} when unknown. No body.',
       params: idParams,
-      response: { 200: detailSchema, 400: fieldErrorsSchema, 404: detailErrorSchema, 409: errorSchema },
+      // a malformed JSON body or Idempotency-Key is a plain {error} 400
+      response: { 200: detailSchema, 400: fieldErrorsSchema.or(errorSchema), 404: detailErrorSchema, 409: errorSchema },
     },
     preHandler: auth,
   }, async (request) => {

@@ -50,6 +50,11 @@ describe('webhook address guard', () => {
     expect(urlRefusal(url, rules)).toBeNull();
   });
 
+  it('refuses port 0 (nothing listens there)', () => {
+    expect(urlRefusal('https://hooks.example.com:0/in', rules)).toBe('url must not use port 0');
+    expect(urlRefusal('https://hooks.example.com:8443/in', rules)).toBeNull();
+  });
+
   it('the operator setting allows private addresses', () => {
     expect(urlRefusal('https://localhost./in', { allowHttp: false, allowPrivate: true })).toBeNull();
   });

@@ -52,6 +52,7 @@ export function urlRefusal(raw: string, options: { allowHttp: boolean; allowPriv
   }
   if (url.protocol !== 'https:' && !(options.allowHttp && url.protocol === 'http:')) return 'url must use https';
   if (url.username || url.password) return 'url must not carry credentials';
+  if (url.port === '0') return 'url must not use port 0';
   if (options.allowPrivate) return null;
   const host = bare(url.hostname);
   if (isLocalhostName(host)) return 'url must not point to a private, loopback or link-local address';

@@ -141,6 +141,8 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
   const preHandler: preHandlerHookHandler = async function (request, reply) {
     const raw = request.headers[IDEMPOTENCY_HEADER];
     if (raw === undefined) return;
+    // sent twice, Node joins the values with ", ", which could pass for one key
+    if (occurrencesOf(request, IDEMPOTENCY_HEADER) > 1) throw new ApiError(400, 'Idempotency-Key must be sent once.');
     if (typeof raw !== 'string' || !VALID_KEY.test(raw)) {
       throw new ApiError(400, 'Idempotency-Key must be 1 to 255 printable ASCII characters.');
     }
@@ -221,6 +223,14 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
   }, PURGE_EVERY_MS);
   purge.unref();
   app.addHook('onClose', async () => clearInterval(purge));
+}
+
+/** How many times a header (lower-case name) was sent. */
+function occurrencesOf(request: FastifyRequest, name: string): number {
+  const raw = request.raw.rawHeaders;
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === name.length && raw[i].toLowerCase() === name) n++;
+  return n;
 }
 
 function asArray<T>(value: T | T[] | undefined): T[] {

@@ -121,6 +121,15 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(provider.calls).toBe(0);
   });
 
+  it('the header sent twice is 400 and sends nothing (not the two values joined into one key)', async () => {
+    const res = await t.app.inject({
+      method: 'POST', url: SEND, payload: welcome('+5491155550054'), headers: { 'x-api-key': SHOP.key, 'idempotency-key': ['twice-a', 'twice-b'] },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'Idempotency-Key must be sent once.' });
+    expect(provider.calls).toBe(0);
+  });
+
   it('a key of 255 printable characters is accepted', async () => {
     const key = ` ~${'x'.repeat(253)}`;
     expect((await send(welcome('+5491155550055'), key)).statusCode).toBe(200);

@@ -51,7 +51,7 @@ const headerDoc = z
       .string()
       .optional()
       .describe(
-        '1 to 255 printable ASCII characters, unique per request (a UUID). A repeat with the same key and body within 24 h ' +
+        '1 to 255 printable ASCII characters, sent once, unique per request (a UUID). A repeat with the same key and body within 24 h ' +
           'answers the first answer again (header Idempotent-Replayed: true); the same key with another body is 422; a repeat ' +
           'while the first is in flight waits for it, or answers 409 with Retry-After. 5xx, 400 and 429 answers are not kept.',
       ),

@@ -10,7 +10,7 @@ import {
 import type { Services } from '../services';
 import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
-import { fieldErrors, registerErrorHandling } from './errors';
+import { answerClientError, fieldErrors, registerErrorHandling } from './errors';
 import { registerIdempotency } from './idempotency';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
@@ -32,6 +32,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     connectionTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: 10_000,
     return503OnClosing: true,
+    clientErrorHandler: answerClientError,
     // Per-request access logs are off (they cost ~15% of read throughput); errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: false },

@@ -1,0 +1,88 @@
+import { connect } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { answerClientError } from '../../src/http/errors';
+import { createTestApp } from '../support/services';
+
+// Requests Node's HTTP parser refuses before any route runs (docs/reliability.md, "Limits"): over a real socket,
+// since `inject` never goes through the parser. The answer is in the spec's plain {error} shape, then the
+// connection closes.
+
+type T = Awaited<ReturnType<typeof createTestApp>>;
+
+describe('HTTP parser errors', () => {
+  let t: T;
+  let port = 0;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    port = (t.app.server.address() as { port: number }).port;
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** Sends raw bytes and reads until the server closes the connection. */
+  const exchange = (raw: string) => new Promise<string>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(raw));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => (answer += chunk));
+    socket.on('close', () => resolve(answer));
+    socket.on('error', reject);
+  });
+
+  const parsed = (answer: string) => {
+    const [head, body] = answer.split('\r\n\r\n');
+    const [statusLine, ...headers] = head.split('\r\n');
+    return { statusLine, headers: headers.map((h) => h.toLowerCase()), body: JSON.parse(body) };
+  };
+
+  it.each([
+    ['a request line that is not HTTP', 'GARBAGE\r\n\r\n'],
+    ['a header name with a space', 'GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n'],
+    ['two different Content-Length headers', 'POST /api/v1/platform-templates/send/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}'],
+    ['a chunk size that is not hexadecimal', 'POST /api/v1/platform-templates/send/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'],
+  ])('%s: 400 {error}, connection closed', async (_what, raw) => {
+    const answer = parsed(await exchange(raw));
+    expect(answer.statusLine).toBe('HTTP/1.1 400 Bad Request');
+    expect(answer.headers).toEqual(expect.arrayContaining(['content-type: application/json; charset=utf-8', 'connection: close']));
+    expect(answer.body).toEqual({ error: 'the HTTP request is malformed' });
+  });
+
+  it('headers over the size limit: 431 {error}', async () => {
+    const answer = parsed(await exchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
+    expect(answer.statusLine).toBe('HTTP/1.1 431 Request Header Fields Too Large');
+    expect(answer.body).toEqual({ error: 'the request headers are too large' });
+  });
+
+  it('a well-formed request on the same server is answered as usual', async () => {
+    const answer = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+  });
+});
+
+describe('answerClientError', () => {
+  const socketCapturing = () => {
+    const socket = new PassThrough();
+    let written = '';
+    socket.on('data', (chunk) => (written += chunk));
+    socket.on('error', () => undefined);
+    return { socket, written: () => written };
+  };
+
+  it('a request not received in time: 408 {error}', async () => {
+    const { socket, written } = socketCapturing();
+    answerClientError(Object.assign(new Error('timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), socket);
+    await new Promise((r) => setImmediate(r));
+    expect(written()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n[\s\S]*\r\n\r\n\{"error":"the request was not received in time"\}$/);
+    expect(socket.destroyed).toBe(true);
+  });
+
+  it('a connection the client reset: nothing written', async () => {
+    const { socket, written } = socketCapturing();
+    answerClientError(Object.assign(new Error('reset'), { code: 'ECONNRESET' }), socket);
+    await new Promise((r) => setImmediate(r));
+    expect(written()).toBe('');
+  });
+});

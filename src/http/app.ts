@@ -10,7 +10,7 @@ import {
 import type { Services } from '../services';
 import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
-import { answerClientError, fieldErrors, registerErrorHandling } from './errors';
+import { ApiError, answerClientError, fieldErrors, registerErrorHandling } from './errors';
 import { registerIdempotency } from './idempotency';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
@@ -54,6 +54,15 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     prefix: services.config.apiKeyPrefix,
     now: services.now,
     onKeysChanged: (listener) => services.runner.onBatchCommitted((name) => name === apiKeysProjection.name && listener()),
+  });
+
+  // Bodies are parsed as sent: a compressed one (Content-Encoding gzip, br, ...) would be read as broken JSON.
+  // Refuse it for what it is (415, route's error shape); a body-less request's Content-Encoding is ignored.
+  app.addHook('onRequest', (request, _reply, done) => {
+    const coding = request.headers['content-encoding'];
+    const hasBody = request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0';
+    if (coding === undefined || !hasBody || coding.trim().toLowerCase() === 'identity') return done();
+    done(new ApiError(415, `Content-Encoding '${coding.slice(0, 100)}' is not supported: send the body uncompressed`));
   });
 
   // Postgres text and jsonb cannot hold U+0000 nor an unpaired UTF-16 surrogate (JSON "\ud800"): one anywhere in the

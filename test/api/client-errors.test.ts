@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { answerClientError } from '../../src/http/errors';
+import { EXAMPLE, countEvents } from '../support/provisioning';
 import { createTestApp } from '../support/services';
 
 // Requests Node's HTTP parser refuses before any route runs (docs/reliability.md, "Limits"): over a real socket,
@@ -84,5 +85,35 @@ describe('answerClientError', () => {
     answerClientError(Object.assign(new Error('reset'), { code: 'ECONNRESET' }), socket);
     await new Promise((r) => setImmediate(r));
     expect(written()).toBe('');
+  });
+});
+
+describe('compressed request bodies', () => {
+  let t: T;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it.each([
+    ['/api/v1/external/contacts/upsert/', 'gzip'],
+    ['/api/v1/platform-templates/send/', 'br'],
+    ['/api/v1/platform-templates/send-bulk/', 'deflate, gzip'],
+  ])('POST %s with Content-Encoding %s: 415 {error}, nothing done', async (url, coding) => {
+    const before = await countEvents(t.db.pool);
+    const res = await t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json', 'content-encoding': coding, 'x-api-key': EXAMPLE.key }, payload: '{}' });
+    expect(res.statusCode).toBe(415);
+    expect(res.json()).toEqual({ error: `Content-Encoding '${coding}' is not supported: send the body uncompressed` });
+    expect(await countEvents(t.db.pool)).toBe(before);
+  });
+
+  it('identity, or a request without a body, is read as usual', async () => {
+    const identity = await t.app.inject({
+      method: 'POST', url: '/api/v1/external/contacts/upsert/', headers: { 'content-type': 'application/json', 'content-encoding': 'identity' }, payload: '{}',
+    });
+    expect(identity.statusCode).toBe(401);
+    expect((await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'content-encoding': 'gzip' } })).statusCode).toBe(200);
   });
 });

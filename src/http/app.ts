@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyReply, LogController } from 'fastify';
@@ -44,6 +45,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       void (reply as FastifyReply).code(status).send({ error: message });
     },
   }).withTypeProvider<ZodTypeProvider>();
+
+  // An Expect other than 100-continue never reaches a route: Node would answer 417 with an empty body
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const body = JSON.stringify({ error: `Expect '${String(request.headers.expect).slice(0, 100)}' is not supported` });
+    response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
+  });
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

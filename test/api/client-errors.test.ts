@@ -57,6 +57,12 @@ describe('HTTP parser errors', () => {
     expect(answer.body).toEqual({ error: 'the request headers are too large' });
   });
 
+  it('an Expect other than 100-continue: 417 {error}', async () => {
+    const answer = parsed(await exchange('POST /api/v1/external/contacts/upsert/ HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'));
+    expect(answer.statusLine).toBe('HTTP/1.1 417 Expectation Failed');
+    expect(answer.body).toEqual({ error: "Expect 'teapot' is not supported" });
+  });
+
   it('a well-formed request on the same server is answered as usual', async () => {
     const answer = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyReply, LogController } from 'fastify';
@@ -11,8 +10,9 @@ import {
 import type { Services } from '../services';
 import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
-import { ApiError, answerClientError, fieldErrors, registerErrorHandling } from './errors';
+import { fieldErrors, registerErrorHandling } from './errors';
 import { registerIdempotency } from './idempotency';
+import { answerClientError, answerUnsupportedExpectation, refuseEncodedBodies } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
 
@@ -46,11 +46,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     },
   }).withTypeProvider<ZodTypeProvider>();
 
-  // An Expect other than 100-continue never reaches a route: Node would answer 417 with an empty body
-  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
-    const body = JSON.stringify({ error: `Expect '${String(request.headers.expect).slice(0, 100)}' is not supported` });
-    response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
-  });
+  app.server.on('checkExpectation', answerUnsupportedExpectation);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -63,14 +59,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     onKeysChanged: (listener) => services.runner.onBatchCommitted((name) => name === apiKeysProjection.name && listener()),
   });
 
-  // Bodies are parsed as sent: a compressed one (Content-Encoding gzip, br, ...) would be read as broken JSON.
-  // Refuse it for what it is (415, route's error shape); a body-less request's Content-Encoding is ignored.
-  app.addHook('onRequest', (request, _reply, done) => {
-    const coding = request.headers['content-encoding'];
-    const hasBody = request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0';
-    if (coding === undefined || !hasBody || coding.trim().toLowerCase() === 'identity') return done();
-    done(new ApiError(415, `Content-Encoding '${coding.slice(0, 100)}' is not supported: send the body uncompressed`));
-  });
+  app.addHook('onRequest', refuseEncodedBodies);
 
   // Postgres text and jsonb cannot hold U+0000 nor an unpaired UTF-16 surrogate (JSON "\ud800"): one anywhere in the
   // query, path or JSON body would fail deep in a query or an append (500). Refuse it up front as the client

@@ -1,4 +1,3 @@
-import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { DomainError } from '../commands/decider';
@@ -129,22 +128,4 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) => {
     reply.status(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });
   });
-}
-
-/**
- * Errors of Node's HTTP parser, raised before any route exists (a malformed request line or header, conflicting
- * Content-Length headers, a bad chunk, headers over the size limit, a request not received in time): answered in
- * the plain {error} shape instead of fastify's {error, message, statusCode}, then the connection is closed.
- */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, reason, error] =
-    err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'the request was not received in time']
-      : err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'the request headers are too large']
-        : [400, 'Bad Request', 'the HTTP request is malformed'];
-  const body = JSON.stringify({ error });
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-  }
-  socket.destroy(err);
 }

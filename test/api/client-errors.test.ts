@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { PassThrough } from 'node:stream';
-import { answerClientError } from '../../src/http/errors';
+import { answerClientError } from '../../src/http/protocol-guards';
 import { EXAMPLE, countEvents } from '../support/provisioning';
 import { createTestApp } from '../support/services';
 

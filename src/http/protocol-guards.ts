@@ -1,0 +1,43 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { onRequestHookHandler } from 'fastify';
+import { ApiError } from './errors';
+
+// What the HTTP layer refuses before, or instead of, a route's work, answered in the spec's {error} shape
+// (docs/reliability.md, "Limits"). The app factory wires each one.
+
+/**
+ * Errors of Node's HTTP parser, raised before any route exists (a malformed request line or header, conflicting
+ * Content-Length headers, a bad chunk, headers over the size limit, a request not received in time): answered in
+ * the plain {error} shape instead of fastify's {error, message, statusCode}, then the connection is closed.
+ * Fastify's `clientErrorHandler`.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, error] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'the request headers are too large']
+        : [400, 'Bad Request', 'the HTTP request is malformed'];
+  const body = JSON.stringify({ error });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
+}
+
+/** An Expect other than 100-continue never reaches a route (Node would answer 417 with an empty body). The server's `checkExpectation` listener. */
+export function answerUnsupportedExpectation(request: IncomingMessage, response: ServerResponse): void {
+  const body = JSON.stringify({ error: `Expect '${String(request.headers.expect).slice(0, 100)}' is not supported` });
+  response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
+}
+
+/**
+ * Bodies are parsed as sent: a compressed one (Content-Encoding gzip, br, ...) would be read as broken JSON. It is
+ * refused for what it is (415, the route's error shape); a body-less request's Content-Encoding is ignored.
+ */
+export const refuseEncodedBodies: onRequestHookHandler = (request, _reply, done) => {
+  const coding = request.headers['content-encoding'];
+  const hasBody = request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0';
+  if (coding === undefined || !hasBody || coding.trim().toLowerCase() === 'identity') return done();
+  done(new ApiError(415, `Content-Encoding '${coding.slice(0, 100)}' is not supported: send the body uncompressed`));
+};

@@ -93,8 +93,11 @@ export async function checkedInject(app: FastifyInstance, pool: Pool, o: InjectO
     }
     const problem = shapeProblem(familyOf(String(o.url)), status, parsed);
     if (problem) throw new Error(`${problem}: ${what()}`);
+    // docs/sends.md: a provider's refusal of a send is recorded (its request and the rejection), then answered 422
+    const recordedRefusal = status === 422 && typeof (parsed as { error?: unknown }).error === 'string'
+      && ((parsed as { error: string }).error).startsWith('The provider refused the message');
     const after = await countEvents(pool);
-    if (after !== before) throw new Error(`a rejected request appended ${after - before} event(s): ${what()}`);
+    if (after !== before && !recordedRefusal) throw new Error(`a rejected request appended ${after - before} event(s): ${what()}`);
   }
   return { statusCode: status, body: res.body, headers: res.headers as Record<string, unknown>, json: () => JSON.parse(res.body) };
 }

@@ -67,14 +67,15 @@ const HOSTS: Array<[string, Verdict]> = [
     // IPv6: loopback, unspecified, link-local, unique local, multicast, IPv4-mapped / NAT64 / 6to4 of private IPv4, IPv4-compatible, documentation, Teredo
     '[::1]', '[0:0:0:0:0:0:0:1]', '[::]', '[fe80::1]', '[fc00::1]', '[fd12:3456:789a::1]', '[ff02::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]',
     '[::ffff:10.0.0.1]', '[::ffff:169.254.169.254]', '[0:0:0:0:0:ffff:a9fe:a9fe]', '[64:ff9b::a9fe:a9fe]', '[64:ff9b::10.0.0.1]', '[2002:a00:1::]',
-    '[2002:7f00:1::]', '[::127.0.0.1]', '[2001:db8::1]', '[fec0::1]', '[100::1]', '[2001::1]',
+    '[2002:7f00:1::]', '[::127.0.0.1]', '[2001:db8::1]', '[fec0::1]', '[100::1]', '[2001::1]', '[::ffff:0:7f00:1]', '[2001:20::1]',
     // localhost, names under it, fully qualified, and spellings the URL parser maps onto them
     'localhost', 'LOCALHOST', 'LocalHost', 'foo.localhost', 'a.b.localhost', 'localhost.', 'LOCALHOST.', 'foo.localhost.', 'localhost%2e', 'local\thost',
     'ｌｏｃａｌｈｏｓｔ', 'ⓛocalhost',
     // not a host at all
-    'xn--', '[fe80::1%25eth0]', '[::1', '1.2.3.4.5', '256.0.0.1', 'exa mple.com', 'a<b', '%', '[]', '0x100000000', '',
+    'xn--', '[fe80::1%25eth0]', '[::1', '1.2.3.4.5', '256.0.0.1', 'exa mple.com', 'a<b', '%', '[]', '0x100000000',
   ]),
-  ...label('either', ['a..b', 'xn--nxasmq6b.example', '[::ffff:0:7f00:1]', '[2001:20::1]']),
+  // no host: the URL parser may take the path for one (https:///in is https://in/)
+  ...label('either', ['a..b', 'xn--nxasmq6b.example', '']),
 ];
 const PORTS: Array<[string, Verdict]> = [
   ['', 'ok'], ['', 'ok'], ['', 'ok'], ['', 'ok'], ...label('ok', [':443', ':8443', ':1', ':65535', ':']),
@@ -240,8 +241,11 @@ interface Req {
   raw?: string;
 }
 
-/** Distinct for n in 0..99,999; never ending in 0000, which the sandbox provider refuses (docs/sends.md: a refusal is a 422 that is recorded). */
-const phoneOf = (n: number) => `+5491155${String(n % 100_000).padStart(5, '0')}1`;
+/**
+ * Distinct for n in 0..99,999. For n 0..3 the number ends in 0000, which the sandbox provider refuses (docs/sends.md:
+ * a refusal is a 422 that is recorded, and kept under a key like any 422).
+ */
+const phoneOf = (n: number) => (n < 4 ? `+54911500${n}0000` : `+5491155${String(n % 100_000).padStart(5, '0')}1`);
 /** The same keys in reverse order at every depth: the same request after validation (docs: canonical JSON). */
 const reversed = (v: unknown): unknown => (Array.isArray(v) ? v.map(reversed) : v && typeof v === 'object'
   ? Object.fromEntries(Object.entries(v as Record<string, unknown>).reverse().map(([k, x]) => [k, reversed(x)])) : v);
@@ -643,7 +647,7 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
           const idem = { name: 'idempotency-key', value: resolveKey(spec) };
           const a = await send(route.valid(n, EXAMPLE.companyId), EXAMPLE.key, idem);
           const b = await send(route.valid(n, SECOND.companyId), SECOND.key, idem);
-          expect(b.statusCode).not.toBe(422);
+          if (b.statusCode === 422) expect(b.json()).not.toEqual({ error: KEY_REUSED_ERROR }); // a provider refusal is a 422 too
           expect(replayed(b)).toBeUndefined();
           if (a.statusCode < 300 && b.statusCode < 300) expect(b.body).not.toBe(a.body);
           const again = await send(route.valid(n, EXAMPLE.companyId), EXAMPLE.key, idem);
@@ -658,7 +662,7 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
           expect(res.statusCode).toBe(400);
           expect(await recordOf(EXAMPLE.companyId, idem.value as string)).toBeUndefined();
           const corrected = await send(route.valid(n, EXAMPLE.companyId), EXAMPLE.key, idem);
-          expect(corrected.statusCode).not.toBe(422);
+          if (corrected.statusCode === 422) expect(corrected.json()).not.toEqual({ error: KEY_REUSED_ERROR }); // a provider refusal is a 422 too
           expect(replayed(corrected)).toBeUndefined();
         }), { ...params, numRuns: Math.max(1, Math.ceil(RUNS / 4)) });
       });

@@ -14,10 +14,10 @@ const NAT64_WELL_KNOWN = ipaddr.IPv6.parseCIDR('64:ff9b::/96');
 
 const ipv4Of = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
 
-function embeddedIPv4(address: ipaddr.IPv6): ipaddr.IPv4 | undefined {
-  if (address.isIPv4MappedAddress()) return address.toIPv4Address();
-  if (address.match(NAT64_WELL_KNOWN)) return ipv4Of(address.parts[6], address.parts[7]);
-  if (address.range() === '6to4') return ipv4Of(address.parts[1], address.parts[2]);
+function embeddedIPv4(address: ipaddr.IPv6, range: string): ipaddr.IPv4 | undefined {
+  if (range === 'ipv4Mapped') return address.toIPv4Address();
+  if (range === 'rfc6052' && address.match(NAT64_WELL_KNOWN)) return ipv4Of(address.parts[6], address.parts[7]);
+  if (range === '6to4') return ipv4Of(address.parts[1], address.parts[2]);
   return undefined;
 }
 
@@ -26,9 +26,10 @@ export function isForbiddenAddress(address: string): boolean {
   const parsed = ipaddr.parse(address);
   if (parsed.kind() === 'ipv4') return parsed.range() !== 'unicast';
   const v6 = parsed as ipaddr.IPv6;
-  const inner = embeddedIPv4(v6);
+  const range = v6.range();
+  const inner = embeddedIPv4(v6, range);
   if (inner !== undefined) return inner.range() !== 'unicast';
-  return v6.range() !== 'unicast' || !v6.match(GLOBAL_UNICAST);
+  return range !== 'unicast' || !v6.match(GLOBAL_UNICAST);
 }
 
 export class ForbiddenAddressError extends Error {
@@ -54,10 +55,7 @@ export function urlRefusal(raw: string, options: { allowHttp: boolean; allowPriv
   if (url.username || url.password) return 'url must not carry credentials';
   if (url.port === '0') return 'url must not use port 0';
   if (options.allowPrivate) return null;
-  const host = bare(url.hostname);
-  if (isLocalhostName(host)) return 'url must not point to a private, loopback or link-local address';
-  if (isIP(host) && isForbiddenAddress(host)) return 'url must not point to a private, loopback or link-local address';
-  return null;
+  return literalHostRefusal(url) === null ? null : 'url must not point to a private, loopback or link-local address';
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;

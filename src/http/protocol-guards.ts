@@ -19,10 +19,23 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
       : err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'the request headers are too large']
         : [400, 'Bad Request', 'the HTTP request is malformed'];
   const body = JSON.stringify({ error });
-  if (socket.writable) {
+  if (socket.writable && !answeredAlready(socket)) {
     socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy(err);
+}
+
+/**
+ * Whether the request whose bytes failed to parse has had (or begun) its answer: a route may answer before the body
+ * arrives (415 without a Content-Type), and Node goes on reading the body; an error there must not add a second
+ * answer, which the client would take for the answer to its next request. Read from Node's own fields (the request
+ * being parsed, the response in flight), as Node's default handler does; without them the answer is written.
+ */
+function answeredAlready(socket: Duplex): boolean {
+  const node = socket as Duplex & { _httpMessage?: ServerResponse | null; parser?: { incoming?: IncomingMessage | null } | null };
+  if (node._httpMessage) return node._httpMessage.headersSent;
+  // no response in flight: the request being parsed, if any, was answered already
+  return Boolean(node.parser?.incoming);
 }
 
 /** An Expect other than 100-continue never reaches a route (Node would answer 417 with an empty body). The server's `checkExpectation` listener. */

@@ -43,12 +43,20 @@ describe('HTTP parser errors', () => {
     ['a request line that is not HTTP', 'GARBAGE\r\n\r\n'],
     ['a header name with a space', 'GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n'],
     ['two different Content-Length headers', 'POST /api/v1/platform-templates/send/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}'],
-    ['a chunk size that is not hexadecimal', 'POST /api/v1/platform-templates/send/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'],
+    ['a chunk size that is not hexadecimal', 'POST /api/v1/platform-templates/send/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'],
   ])('%s: 400 {error}, connection closed', async (_what, raw) => {
     const answer = parsed(await exchange(raw));
     expect(answer.statusLine).toBe('HTTP/1.1 400 Bad Request');
     expect(answer.headers).toEqual(expect.arrayContaining(['content-type: application/json; charset=utf-8', 'connection: close']));
     expect(answer.body).toEqual({ error: 'the HTTP request is malformed' });
+  });
+
+  it('a bad chunk after the route already answered (415: no Content-Type): that one answer, then the connection is closed', async () => {
+    const answer = await exchange('PATCH /api/v1/webhook-endpoints/x/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n');
+    expect(answer.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    const only = parsed(answer);
+    expect(only.statusLine).toBe('HTTP/1.1 415 Unsupported Media Type');
+    expect(only.body).toEqual({ error: expect.stringContaining('unsupported content type') });
   });
 
   it('headers over the size limit: 431 {error}', async () => {

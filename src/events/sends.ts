@@ -23,6 +23,10 @@ export const TemplateSendRequested = defineEvent('TemplateSendRequested', {
     variables: variablesObject,
     buttonVariables: variablesObject,
     requestedAt: isoDateTime,
+    requestFingerprint: {
+      type: 'string', pattern: '^[0-9a-f]{64}$',
+      description: 'a send made with an Idempotency-Key: the SHA-256 of its request, which a repeat under the key must match (docs/idempotency.md)',
+    },
   },
 } as const, { description: 'A single template send was requested and validated; the provider is called next.' });
 

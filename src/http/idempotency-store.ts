@@ -1,7 +1,8 @@
 // The `idempotency_keys` table (migration 0005): one row per (company, key). docs/idempotency.md.
 import type { Pool } from 'pg';
+import { KEY_TTL_MS } from '../shared/idempotency-key';
 
-export const KEY_TTL_MS = 24 * 60 * 60 * 1000;
+export { KEY_TTL_MS };
 
 export interface StoredAnswer {
   statusCode: number;

@@ -4,33 +4,36 @@
 //   preHandler: validates the header (400), claims (company, key) with the request's fingerprint, or answers from
 //               the record: replay (Idempotent-Replayed: true), 422 for another request under the key, or, while
 //               the first is in flight, waits for it (up to IN_FLIGHT_WAIT_MS) and then 409 with Retry-After.
-//   onSend:     stores the answer (one UPDATE) unless it is a 5xx, a 400 or a 429, which release the key (isKept).
+//   onSend:     stores the answer (one UPDATE) unless it is a 5xx, a 400, a 404 or a 429, which release the key (isKept).
 // Handlers read `request.idempotencyKey` and make their command's effect idempotent per (company, key).
+// A route declaring `idempotent: 'command'` (the single send) gets only the header's validation and the request's
+// fingerprint: its command keeps the key's record in its own stream and answers replays, 422 and 409 itself.
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions, preHandlerHookHandler, onSendHookHandler } from 'fastify';
 import { z } from 'zod';
 import type { Services } from '../services';
 import { requireCompany } from './auth';
 import { ApiError } from './errors';
+import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempotency-key';
+import { Wakeups } from '../shared/wakeups';
 import { IdempotencyStore, type KeyRecord, type StoredAnswer } from './idempotency-store';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    idempotent?: boolean;
+    /** true: this module keeps each key's record; 'command': the route's command does (see the top of this file) */
+    idempotent?: boolean | 'command';
   }
   interface FastifyRequest {
     /** the validated Idempotency-Key header on an idempotent route; undefined when absent */
     idempotencyKey: string | undefined;
+    /** on an `idempotent: 'command'` route with a key: the request's fingerprint (fingerprintOf) */
+    idempotencyFingerprint: string | undefined;
   }
 }
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
-/** an in-flight claim is this long-lived unless its process renews it */
-export const LEASE_MS = 15_000;
-/** how long a repeat waits for the first request in flight before answering 409 */
-export const IN_FLIGHT_WAIT_MS = 5_000;
+export { IN_FLIGHT_WAIT_MS, LEASE_MS };
 const RENEW_EVERY_MS = LEASE_MS / 3;
-const POLL_MS = 200;
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
 
@@ -44,6 +47,15 @@ interface Claim {
 
 const claims = new WeakMap<FastifyRequest, Claim>();
 
+export const REPLAYED_HEADER = 'idempotent-replayed';
+export const keyReusedError = (): ApiError =>
+  new ApiError(422, 'This Idempotency-Key was already used with a different request.', 'IDEMPOTENCY_KEY_REUSED');
+/** 409 with Retry-After (seconds, 1 to the lease) */
+export function keyInFlightError(reply: FastifyReply, retryAfterS: number): ApiError {
+  reply.header('retry-after', String(Math.min(Math.max(Math.ceil(retryAfterS), 1), LEASE_MS / 1000)));
+  return new ApiError(409, 'A request with this Idempotency-Key is still being processed; retry later.', 'IDEMPOTENCY_KEY_IN_FLIGHT');
+}
+
 const errorSchema = z.object({ error: z.string() });
 const headerDoc = z
   .object({
@@ -53,7 +65,7 @@ const headerDoc = z
       .describe(
         '1 to 255 printable ASCII characters, sent once, unique per request (a UUID). A repeat with the same key and body within 24 h ' +
           'answers the first answer again (header Idempotent-Replayed: true); the same key with another body is 422; a repeat ' +
-          'while the first is in flight waits for it, or answers 409 with Retry-After. 5xx, 400 and 429 answers are not kept.',
+          'while the first is in flight waits for it, or answers 409 with Retry-After. 5xx, 400, 404 and 429 answers are not kept.',
       ),
   })
   .loose();
@@ -94,59 +106,48 @@ export function canonicalJson(value: unknown): string {
   return out.join('');
 }
 
-export function fingerprintOf(request: FastifyRequest): string {
-  return createHash('sha256')
-    .update(`${request.method} ${request.routeOptions.url ?? ''}\n${canonicalJson(request.params ?? {})}\n${canonicalJson(request.body ?? null)}`)
-    .digest('hex');
-}
+export const fingerprintOf = (request: FastifyRequest): string =>
+  requestFingerprint(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null);
+
+/** SHA-256 (hex) of a request: method, route, path parameters and body after validation, as canonical JSON */
+export const requestFingerprint = (method: string, route: string, params: unknown, body: unknown): string =>
+  createHash('sha256').update(`${method} ${route}\n${canonicalJson(params)}\n${canonicalJson(body)}`).digest('hex');
 
 /**
- * Whether an answer is kept for replays. Not kept: 5xx (the client may retry), 400 (the request itself was refused,
- * by its schema or by the handler's own checks: nothing was done, so the corrected request may reuse the key) and
- * 429 (refused for now: the same request may succeed later).
+ * Whether an answer is kept for replays. Not kept: 5xx (the client may retry), 400 and 404 (the request itself was
+ * refused, by its schema or by the handler's own checks, a resource it names included: nothing was done, so the
+ * corrected request, or the same one once the resource exists, may reuse the key) and 429 (refused for now: the same
+ * request may succeed later).
  */
-export const isKept = (status: number): boolean => status < 500 && status !== 400 && status !== 429;
+export const isKept = (status: number): boolean => status < 500 && status !== 400 && status !== 404 && status !== 429;
 
 export function registerIdempotency(app: FastifyInstance, services: Services): void {
   const store = new IdempotencyStore(services.idempotencyPool);
-  const waiters = new Map<string, Set<() => void>>();
-  const wake = (companyId: number, key: string) => {
-    const id = `${companyId}:${key}`;
-    for (const w of waiters.get(id) ?? []) w();
-    waiters.delete(id);
-  };
-  const nextChange = (companyId: number, key: string, ms: number) =>
-    new Promise<void>((resolve) => {
-      const id = `${companyId}:${key}`;
-      const set = waiters.get(id) ?? new Set();
-      waiters.set(id, set);
-      const done = () => {
-        clearTimeout(timer);
-        set.delete(done);
-        resolve();
-      };
-      // the first request may run in another process: look again every POLL_MS
-      const timer = setTimeout(done, ms);
-      set.add(done);
-    });
+  // a repeat waiting for the first request in flight is woken when its answer is stored in this process
+  const changes = new Wakeups();
+  const wake = (companyId: number, key: string) => changes.wake(`${companyId}:${key}`);
+  const nextChange = (companyId: number, key: string, ms: number) => changes.next(`${companyId}:${key}`, ms);
 
   app.decorateRequest('idempotencyKey', undefined);
+  app.decorateRequest('idempotencyFingerprint', undefined);
 
   const answerFrom = (reply: FastifyReply, answer: StoredAnswer) => {
-    reply.code(answer.statusCode).header('idempotent-replayed', 'true');
+    reply.code(answer.statusCode).header(REPLAYED_HEADER, 'true');
     if (answer.contentType) reply.header('content-type', answer.contentType);
     return reply.send(answer.body);
   };
 
+  /** for `idempotent: 'command'` routes: the command keeps the record */
+  const validateOnly: preHandlerHookHandler = async function (request) {
+    const key = validKeyOf(request);
+    if (key === undefined) return;
+    request.idempotencyKey = key;
+    request.idempotencyFingerprint = fingerprintOf(request);
+  };
+
   const preHandler: preHandlerHookHandler = async function (request, reply) {
-    const raw = request.headers[IDEMPOTENCY_HEADER];
-    if (raw === undefined) return;
-    // sent twice, Node joins the values with ", ", which could pass for one key
-    if (occurrencesOf(request, IDEMPOTENCY_HEADER) > 1) throw new ApiError(400, 'Idempotency-Key must be sent once.');
-    if (typeof raw !== 'string' || !VALID_KEY.test(raw)) {
-      throw new ApiError(400, 'Idempotency-Key must be 1 to 255 printable ASCII characters.');
-    }
-    const key = raw;
+    const key = validKeyOf(request);
+    if (key === undefined) return;
     request.idempotencyKey = key;
     const { companyId } = requireCompany(request.apiKey!);
     const fingerprint = fingerprintOf(request);
@@ -163,17 +164,12 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
         return;
       }
       const record: KeyRecord = result.record;
-      if (record.fingerprint !== fingerprint) {
-        throw new ApiError(422, 'This Idempotency-Key was already used with a different request.', 'IDEMPOTENCY_KEY_REUSED');
-      }
+      if (record.fingerprint !== fingerprint) throw keyReusedError();
       if (record.state === 'completed') return answerFrom(reply, record.answer);
       const left = deadline - Date.now();
-      if (left <= 0) {
-        const leaseLeft = Math.ceil((record.leaseUntil.getTime() - services.now().getTime()) / 1000);
-        reply.header('retry-after', String(Math.min(Math.max(leaseLeft, 1), LEASE_MS / 1000)));
-        throw new ApiError(409, 'A request with this Idempotency-Key is still being processed; retry later.', 'IDEMPOTENCY_KEY_IN_FLIGHT');
-      }
-      await nextChange(companyId, key, Math.min(left, POLL_MS));
+      if (left <= 0) throw keyInFlightError(reply, (record.leaseUntil.getTime() - services.now().getTime()) / 1000);
+      // the first request may run in another process: look again every IN_FLIGHT_POLL_MS
+      await nextChange(companyId, key, Math.min(left, IN_FLIGHT_POLL_MS));
     }
   };
 
@@ -207,10 +203,14 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
 
   app.addHook('onRoute', (route: RouteOptions) => {
     if (!route.config?.idempotent) return;
-    route.preHandler = [...asArray(route.preHandler), preHandler];
-    route.onSend = [...asArray(route.onSend), onSend];
-    // a request that ended without an answer (client gone before onSend) releases its claim
-    route.onResponse = [...asArray(route.onResponse), async (request: FastifyRequest) => finish(request, undefined)];
+    if (route.config.idempotent === 'command') {
+      route.preHandler = [...asArray(route.preHandler), validateOnly];
+    } else {
+      route.preHandler = [...asArray(route.preHandler), preHandler];
+      route.onSend = [...asArray(route.onSend), onSend];
+      // a request that ended without an answer (client gone before onSend) releases its claim
+      route.onResponse = [...asArray(route.onResponse), async (request: FastifyRequest) => finish(request, undefined)];
+    }
     const schema = (route.schema ??= {}) as { headers?: unknown; response?: Record<string | number, unknown> };
     schema.headers ??= headerDoc;
     const response = (schema.response ??= {});
@@ -223,6 +223,18 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
   }, PURGE_EVERY_MS);
   purge.unref();
   app.addHook('onClose', async () => clearInterval(purge));
+}
+
+/** The request's Idempotency-Key, undefined when it has none; 400 when it is malformed or sent more than once. */
+function validKeyOf(request: FastifyRequest): string | undefined {
+  const raw = request.headers[IDEMPOTENCY_HEADER];
+  if (raw === undefined) return undefined;
+  // sent twice, Node joins the values with ", ", which could pass for one key
+  if (occurrencesOf(request, IDEMPOTENCY_HEADER) > 1) throw new ApiError(400, 'Idempotency-Key must be sent once.');
+  if (typeof raw !== 'string' || !VALID_KEY.test(raw)) {
+    throw new ApiError(400, 'Idempotency-Key must be 1 to 255 printable ASCII characters.');
+  }
+  return raw;
 }
 
 /** How many times a header (lower-case name) was sent. */

@@ -1,11 +1,13 @@
 import { SandboxProvider } from '../../src/adapters/provider/sandbox';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { keyedBulkId } from '../../src/commands/bulk/create';
+import { keyedSendId } from '../../src/commands/send/keyed';
 import { IN_FLIGHT_WAIT_MS } from '../../src/http/idempotency';
 import { type MessagingProvider, ProviderError, type SendTemplateRequest, type SendTemplateResult } from '../../src/ports/provider';
 import { BulkDispatcher } from '../../src/workers/bulk-dispatcher';
 import { BULK_CO, bulkFixture, outcomeCounts, phones, waitForBulk } from '../support/bulk';
 import { OTHER, SHOP, sendsFixture } from '../support/sends';
+import { countEvents } from '../support/provisioning';
 import { createTestApp } from '../support/services';
 
 // Idempotency-Key (issue #16, docs/idempotency.md) on the real app: real Postgres, a provider double that counts
@@ -204,6 +206,56 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(b.statusCode).toBe(200);
     expect(b.headers['idempotent-replayed']).toBe('true');
     expect(b.body).toBe(a.body);
+    expect(provider.calls).toBe(1);
+  });
+
+  it('a keyed send keeps its key in its stream: the request event carries the fingerprint, no key row is written', async () => {
+    const res = await send(welcome('+5491155550062'), 'in-stream-1');
+    expect(res.statusCode).toBe(200);
+    const { rows } = await t.db.pool.query(
+      `SELECT stream_id, data->>'requestFingerprint' AS fingerprint FROM es.events WHERE type = 'TemplateSendRequested' AND stream_id = $1`,
+      [`send-${keyedSendId(SHOP.companyId, 'in-stream-1', 0)}`],
+    );
+    expect(rows).toEqual([{ stream_id: expect.any(String), fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
+    expect((await t.db.pool.query(`SELECT count(*)::int AS n FROM public.idempotency_keys WHERE key = 'in-stream-1'`)).rows[0].n).toBe(0);
+  });
+
+  it('another request under a key whose first is still in flight is 422 at once, without waiting', async () => {
+    const held = provider.hold();
+    const first = send(welcome('+5491155550063'), 'in-flight-3');
+    await held.started;
+    const from = Date.now();
+    const other = await send(welcome('+5491155550064'), 'in-flight-3');
+    expect(Date.now() - from).toBeLessThan(IN_FLIGHT_WAIT_MS);
+    expect(other.statusCode).toBe(422);
+    expect(other.json()).toEqual({ error: 'This Idempotency-Key was already used with a different request.' });
+    held.release();
+    expect((await first).statusCode).toBe(200);
+    expect(provider.calls).toBe(1);
+  });
+
+  it('a 404 (a template the number does not have) is not kept: the repeat runs again, and nothing is recorded', async () => {
+    const unknown = { ...welcome('+5491155550065'), template_name: 'no_such_template' };
+    const events = await countEvents(t.db.pool);
+    for (let i = 0; i < 2; i++) {
+      const res = await send(unknown, 'not-found-1');
+      expect(res.statusCode).toBe(404);
+      expect(res.headers['idempotent-replayed']).toBeUndefined();
+    }
+    expect(await countEvents(t.db.pool)).toBe(events);
+    expect(provider.calls).toBe(0);
+    // the key is still free for the request once it can be made
+    expect((await send(welcome('+5491155550065'), 'not-found-1')).statusCode).toBe(200);
+  });
+
+  it("a send's keys are apart from the other routes' keys: one key on a send and on an upsert runs both", async () => {
+    expect((await send(welcome('+5491155550066'), 'two-routes')).statusCode).toBe(200);
+    const upsert = await t.app.inject({
+      method: 'POST', url: UPSERT, payload: { phone: '+5491155559920', full_name: 'Olga' }, headers: { 'x-api-key': SHOP.key, 'idempotency-key': 'two-routes' },
+    });
+    expect(upsert.statusCode).toBe(201);
+    expect(upsert.headers['idempotent-replayed']).toBeUndefined();
+    expect((await send(welcome('+5491155550066'), 'two-routes')).headers['idempotent-replayed']).toBe('true');
     expect(provider.calls).toBe(1);
   });
 

@@ -5,6 +5,9 @@ import { keyedSendId } from '../../src/commands/send/keyed';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { type MessagingProvider, ProviderError, type SendTemplateRequest, type SendTemplateResult } from '../../src/ports/provider';
 import type { Subscription } from '../../src/ports/transport';
+import { requestFingerprint } from '../../src/http/idempotency';
+import { sendBodySchema } from '../../src/http/routes/sends';
+import { LEASE_MS } from '../../src/shared/idempotency-key';
 import { startDeliveryConsumer } from '../../src/workers/delivery-consumer';
 import { createTestApp } from '../support/services';
 import { eventsOf, eventually, postWebhook, SHOP, sendsFixture, statusBody } from '../support/sends';
@@ -65,7 +68,7 @@ describe('keyed single sends: reconciliation and retries after a crash', () => {
     provider.mode = 'hang';
     const input: SendTemplateInput = {
       companyId: SHOP.companyId, actor: 'key-1', phoneNumberId: body.phone_number_id, templateName: 'welcome', language: 'es',
-      recipientPhone: body.recipient_phone, variables: {}, buttonVariables: {}, idempotencyKey: key,
+      recipientPhone: body.recipient_phone, variables: {}, buttonVariables: {}, idempotency: { key, fingerprint: requestFingerprint('POST', SEND, {}, sendBodySchema.parse(body)) },
     };
     void sendTemplate(t.services, input);
     await eventually(async () => provider.calls.length, 1);
@@ -80,6 +83,8 @@ describe('keyed single sends: reconciliation and retries after a crash', () => {
     expect(provider.calls[0].clientReference).toBe(sendId);
     expect((await eventsOf(t.db.pool, `send-${sendId}`)).map((e) => e.type)).toEqual(['TemplateSendRequested']);
 
+    // younger than the lease the request counts as in flight (409 after the wait: test/api/idempotency.test.ts)
+    clock = START + LEASE_MS;
     const unknown = await send('order-1001');
     expect(unknown.statusCode).toBe(503);
     expect(unknown.headers['retry-after']).toBe('5');
@@ -114,6 +119,7 @@ describe('keyed single sends: reconciliation and retries after a crash', () => {
 
     const retried = await send('order-1001');
     expect(retried.statusCode).toBe(200);
+    expect(retried.headers['idempotent-replayed']).toBe('true'); // the crashed request's outcome, as recorded
     expect(retried.json()).toEqual({
       success: true, message_id: wamid, template_name: 'welcome', recipient_phone: '+5491155551234', status: 'sent', sent_at: sentAt,
     });
@@ -145,6 +151,7 @@ describe('keyed single sends: reconciliation and retries after a crash', () => {
     clock = START + 10 * 60_000;
     const late = await send('order-1002');
     expect(late.statusCode).toBe(422);
+    expect(late.headers['idempotent-replayed']).toBeUndefined(); // this request recorded the interruption
     expect(late.json()).toEqual({
       error: 'The first attempt with this Idempotency-Key was interrupted, outcome unknown: no status arrived from the provider.',
     });
@@ -158,6 +165,7 @@ describe('keyed single sends: reconciliation and retries after a crash', () => {
 
     const replay = await send('order-1002');
     expect(replay.statusCode).toBe(422);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.json()).toEqual(late.json());
     expect(provider.calls).toHaveLength(1);
   });

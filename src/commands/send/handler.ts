@@ -31,8 +31,17 @@ export interface SendTemplateInput {
   recipientPhone: string;
   variables: Record<string, unknown>;
   buttonVariables: Record<string, unknown>;
-  /** the request's Idempotency-Key: the send becomes crash-safe per (company, key), see ./keyed.ts */
-  idempotencyKey?: string;
+  /**
+   * The request's Idempotency-Key and the fingerprint of its request: the send becomes crash-safe per (company, key),
+   * and its stream is the key's record (./keyed.ts)
+   */
+  idempotency?: SendIdempotency;
+}
+
+export interface SendIdempotency {
+  key: string;
+  /** what a repeat under the key must match: the SHA-256 (hex) of the request as the HTTP layer computes it */
+  fingerprint: string;
 }
 
 export interface SendTemplateOutput {
@@ -40,6 +49,8 @@ export interface SendTemplateOutput {
   providerMessageId: string;
   /** ISO 8601: when the accepted send was recorded */
   sentAt: string;
+  /** a keyed send answered from what an earlier request under the key recorded */
+  replayed?: true;
 }
 
 /**
@@ -56,9 +67,16 @@ export type SendFailureCode =
   | 'PROVIDER_REFUSED'
   | 'PROVIDER_UNAVAILABLE'
   | 'OUTCOME_UNKNOWN'
-  | 'SEND_INTERRUPTED';
+  | 'SEND_INTERRUPTED'
+  | 'IDEMPOTENCY_KEY_REUSED'
+  | 'IDEMPOTENCY_KEY_IN_FLIGHT';
 
 export class SendRefusedError extends DomainError {
+  /** a keyed send's refusal answered from what an earlier request under the key recorded */
+  replayed = false;
+  /** IDEMPOTENCY_KEY_IN_FLIGHT: seconds until the first request's send counts as interrupted */
+  retryAfterS?: number;
+
   constructor(
     override readonly code: SendFailureCode,
     message: string,
@@ -98,6 +116,7 @@ export function sendRequestOf(input: SendTemplateInput, valid: ValidSend, sendId
     variables: input.variables,
     buttonVariables: input.buttonVariables,
     requestedAt: now.toISOString(),
+    ...(input.idempotency ? { requestFingerprint: input.idempotency.fingerprint } : {}),
   };
 }
 

@@ -1,18 +1,23 @@
-// A single send made with an Idempotency-Key (docs/sends.md, "Idempotent sends"). Each attempt has its own
-// deterministic stream, send-{uuid(company, key, attempt)}; the request is appended BEFORE the provider is called
-// (the durable intent) and carries the send id to the provider as its client reference, so a crash between the
-// provider's acceptance and the recorded answer leaves a request that a later status names (./reconcile.ts).
-// A re-run of the command (the HTTP mechanism runs it again after the first claim's lease expired) never calls the
-// provider for an attempt that has a request: it answers from the stream, or says the outcome is not known yet.
+// A single send made with an Idempotency-Key (docs/sends.md, "Idempotent sends"; docs/idempotency.md). Each attempt
+// has its own deterministic stream, send-{uuid(company, key, attempt)}, and that stream is the key's record (no key
+// row for sends): the request is appended BEFORE the provider is called (the durable intent), with the request's
+// fingerprint, and carries the send id to the provider as its client reference, so a crash between the provider's
+// acceptance and the recorded answer leaves a request that a later status names (./reconcile.ts).
+// A repeat under the key never calls the provider for an attempt that has a request: it answers from the stream
+// (replayed), refuses another request under the key (IDEMPOTENCY_KEY_REUSED), waits for a request in flight and
+// then refuses (IDEMPOTENCY_KEY_IN_FLIGHT), or says the outcome is not known yet.
 import type { Services } from '../../services';
 import type { RecordedEvent } from '../../ports/event-store';
 import { WrongExpectedRevisionError } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
+import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, KEY_TTL_MS, LEASE_MS } from '../../shared/idempotency-key';
+import { Wakeups } from '../../shared/wakeups';
 import { DomainError, fold } from '../decider';
 import { baseMetadata } from '../handle';
 import { INTERRUPTED, sendDecider, sendStreamId } from './decider';
 import { deterministicUuid } from './ids';
 import {
+  type SendIdempotency,
   SendRefusedError,
   sendContextOf,
   sendRequestOf,
@@ -26,23 +31,34 @@ import {
 /** Attempts of one key: a retryable provider failure ends an attempt, the next retry makes the next one. */
 const MAX_ATTEMPTS = 100;
 export const DEFAULT_OUTCOME_UNKNOWN_AFTER_MS = 600_000;
-/** An Idempotency-Key is kept 24 h (docs/idempotency.md): an attempt older than that belongs to an earlier use of the key. */
-export const KEY_LIFETIME_MS = 24 * 60 * 60 * 1000;
 
 export const keyedSendId = (companyId: number, key: string, attempt: number): string =>
   deterministicUuid('idempotency:send', `${companyId}:${key}:${attempt}`);
 
-type Answer = { kind: 'answer'; output: SendTemplateOutput } | { kind: 'next-attempt' } | { kind: 'read-again' };
+type Answer =
+  | { kind: 'answer'; output: SendTemplateOutput }
+  | { kind: 'next-attempt' }
+  | { kind: 'read-again' }
+  /** the attempt's request has no answer yet and is younger than LEASE_MS: its process is taken to be sending it */
+  | { kind: 'in-flight'; ageMs: number };
 
-export async function sendKeyed(services: Services, input: SendTemplateInput, key: string): Promise<SendTemplateOutput> {
+/** repeats waiting for a request in flight, woken when its process records the answer */
+const answered = new Wakeups();
+
+export async function sendKeyed(services: Services, input: SendTemplateInput, idempotency: SendIdempotency): Promise<SendTemplateOutput> {
+  const { key, fingerprint } = idempotency;
   // Most keys are new: their first attempt records the request without reading first. A stream that exists refuses
   // that append ('no_stream'), and so does anything unusual (a refusal of validation included): then the attempts
   // are read in order below, which answers from what is recorded.
+  let own: string | undefined; // the attempt whose request this call appended: its answer is not a replay
   const valid = await validateSend(services, input).catch(() => undefined);
   if (valid) {
-    const first = await recordAndSend(services, input, valid, keyedSendId(input.companyId, key, 0));
+    const sendId = keyedSendId(input.companyId, key, 0);
+    const first = await recordAndSend(services, input, valid, sendId);
     if (first.kind === 'answer') return first.output;
+    if (first.recorded) own = sendId;
   }
+  const waitUntil = Date.now() + IN_FLIGHT_WAIT_MS;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; ) {
     const sendId = keyedSendId(input.companyId, key, attempt);
     const stored = await services.store.readStream(sendStreamId(sendId));
@@ -50,24 +66,53 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, ke
       attempt++;
       continue;
     }
-    const answer = stored.length === 0 ? await newAttempt(services, input, sendId) : await answerFrom(services, input, stored);
-    if (answer.kind === 'answer') return answer.output;
-    if (answer.kind === 'next-attempt') attempt++;
+    let answer: Answer;
+    if (stored.length === 0) {
+      const made = await newAttempt(services, input, sendId);
+      if (made.recorded) own = sendId;
+      answer = made;
+    } else {
+      answer = await answerFrom(services, input, stored, fingerprint, sendId !== own);
+    }
+    switch (answer.kind) {
+      case 'answer':
+        return answer.output;
+      case 'next-attempt':
+        attempt++;
+        break;
+      case 'read-again':
+        break;
+      case 'in-flight': {
+        const left = waitUntil - Date.now();
+        if (left <= 0) {
+          const refused = new SendRefusedError('IDEMPOTENCY_KEY_IN_FLIGHT', 'A request with this Idempotency-Key is still being processed; retry later.');
+          refused.retryAfterS = (LEASE_MS - answer.ageMs) / 1000;
+          throw refused;
+        }
+        await answered.next(sendId, Math.min(left, IN_FLIGHT_POLL_MS));
+      }
+    }
   }
   throw new SendRefusedError('PROVIDER_UNAVAILABLE', `The provider stayed unavailable for ${MAX_ATTEMPTS} attempts of this Idempotency-Key.`);
 }
 
+const requestedAtOf = (first: RecordedEvent): number =>
+  first.type === 'TemplateSendRequested' ? Date.parse((first.data as { requestedAt: string }).requestedAt) : NaN;
+
+/** An attempt older than the key's 24 h belongs to an earlier use of the key. */
 function isFromAnEarlierUse(services: Services, first: RecordedEvent): boolean {
-  const requestedAt = first.type === 'TemplateSendRequested' ? Date.parse((first.data as { requestedAt: string }).requestedAt) : NaN;
-  return services.now().getTime() - requestedAt >= KEY_LIFETIME_MS;
+  return services.now().getTime() - requestedAtOf(first) >= KEY_TTL_MS;
 }
 
+type Made = Answer & { recorded?: boolean };
+
 /** Validates, records the request, then calls the provider (./handler.ts records the answer). */
-async function newAttempt(services: Services, input: SendTemplateInput, sendId: string): Promise<Answer> {
+async function newAttempt(services: Services, input: SendTemplateInput, sendId: string): Promise<Made> {
   return recordAndSend(services, input, await validateSend(services, input), sendId);
 }
 
-async function recordAndSend(services: Services, input: SendTemplateInput, valid: ValidSend, sendId: string): Promise<Answer> {
+/** `recorded`: this call appended the attempt's request (so the attempt is this request's own). */
+async function recordAndSend(services: Services, input: SendTemplateInput, valid: ValidSend, sendId: string): Promise<Made> {
   const request = sendRequestOf(input, valid, sendId);
   const metadata = { ...baseMetadata(sendContextOf(services, input, sendId)), eventId: deterministicUuid('send-event', `${sendId}:0`) };
   try {
@@ -83,35 +128,56 @@ async function recordAndSend(services: Services, input: SendTemplateInput, valid
     return { kind: 'answer', output: await sendValidated(services, input, valid, sendId, true) };
   } catch (err) {
     // the answer's append lost to a status that recorded the acceptance first: the stream tells the outcome
-    if (err instanceof WrongExpectedRevisionError) return { kind: 'read-again' };
+    if (err instanceof WrongExpectedRevisionError) return { kind: 'read-again', recorded: true };
     throw err;
+  } finally {
+    answered.wake(sendId);
   }
 }
 
 /** The answer an attempt's stream gives: its recorded outcome, or (no answer yet) unknown until the bound, then interrupted. */
-async function answerFrom(services: Services, input: SendTemplateInput, stored: RecordedEvent[]): Promise<Answer> {
+async function answerFrom(
+  services: Services,
+  input: SendTemplateInput,
+  stored: RecordedEvent[],
+  fingerprint: string,
+  replay: boolean,
+): Promise<Answer> {
   const events = stored.map((e) => ({ type: e.type, data: e.data }) as SendEvent);
   const state = fold(sendDecider, events);
+  if (state.kind === 'none') return { kind: 'read-again' };
+  // a retryable refusal was not kept (a 5xx): the key is free for the next attempt, whatever its request
+  const keyFree = state.kind === 'rejected' && events.some((e) => e.type === 'TemplateSendRejected' && e.data.retryable);
+  // a request recorded before fingerprints were (none is older than the key's 24 h) is taken to be this one
+  const recordedFingerprint = state.request.requestFingerprint;
+  if (!keyFree && recordedFingerprint !== undefined && recordedFingerprint !== fingerprint) {
+    throw new SendRefusedError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request.');
+  }
+  const replayed = <E extends SendRefusedError>(err: E): E => {
+    err.replayed = replay;
+    return err;
+  };
   switch (state.kind) {
-    case 'none':
-      return { kind: 'read-again' };
     case 'accepted': {
       const accepted = events.find((e) => e.type === 'TemplateSendAccepted')!;
       const at = accepted.type === 'TemplateSendAccepted' ? accepted.data.acceptedAt : state.request.requestedAt;
       // read-your-writes, as for a fresh send (a reconciled acceptance may not be projected yet)
       const last = stored[stored.length - 1];
       await services.runner.waitForEvents(last.position, [...new Set(stored.map((e) => e.type))]);
-      return { kind: 'answer', output: { sendId: state.request.sendId, providerMessageId: state.providerMessageId, sentAt: at } };
+      const output: SendTemplateOutput = { sendId: state.request.sendId, providerMessageId: state.providerMessageId, sentAt: at };
+      return { kind: 'answer', output: replay ? { ...output, replayed: true } : output };
     }
     case 'rejected': {
       const rejected = events.find((e) => e.type === 'TemplateSendRejected');
       if (rejected?.type !== 'TemplateSendRejected') return { kind: 'read-again' };
       const { code, message, retryable } = rejected.data;
-      if (code === INTERRUPTED.code) throw interrupted();
+      if (code === INTERRUPTED.code) throw replayed(interrupted());
       if (retryable) return { kind: 'next-attempt' };
-      throw new SendRefusedError('PROVIDER_REFUSED', `The provider refused the message (${code}): ${message}`);
+      throw replayed(new SendRefusedError('PROVIDER_REFUSED', `The provider refused the message (${code}): ${message}`));
     }
     case 'requested': {
+      const ageMs = services.now().getTime() - Date.parse(state.request.requestedAt);
+      if (ageMs < LEASE_MS) return { kind: 'in-flight', ageMs };
       const sendId = state.request.sendId;
       let decided: SendEvent[];
       try {

@@ -5,5 +5,5 @@ import { sendUnkeyed, type SendTemplateInput, type SendTemplateOutput } from './
 import { sendKeyed } from './keyed';
 
 export async function sendTemplate(services: Services, input: SendTemplateInput): Promise<SendTemplateOutput> {
-  return input.idempotencyKey !== undefined ? sendKeyed(services, input, input.idempotencyKey) : sendUnkeyed(services, input);
+  return input.idempotency !== undefined ? sendKeyed(services, input, input.idempotency) : sendUnkeyed(services, input);
 }

@@ -1,6 +1,6 @@
 // Single template sends: POST /api/v1/platform-templates/send/ and
 // GET /api/v1/platform-templates/messages/{message_id}/ (spec: "Single sent message (status record)").
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { SendRefusedError } from '../../commands/send/handler';
@@ -10,6 +10,7 @@ import type { Services } from '../../services';
 import { findContactForRecipient } from '../../projections/sends/contacts';
 import { requireCompany } from '../auth';
 import { ApiError, fieldErrors, forbidden, notFound } from '../errors';
+import { keyInFlightError, keyReusedError, REPLAYED_HEADER } from '../idempotency';
 
 const REQUIRED = 'This field is required.';
 const BLANK = 'This field may not be blank.';
@@ -101,7 +102,7 @@ export function toStatusRecord(send: SendRecord, contact: { id: number; fullName
   };
 }
 
-function toApiError(err: SendRefusedError): ApiError {
+function toApiError(err: SendRefusedError, reply: FastifyReply): ApiError {
   switch (err.code) {
     case 'NUMBER_NOT_FOUND':
     case 'TEMPLATE_NOT_FOUND':
@@ -122,6 +123,10 @@ function toApiError(err: SendRefusedError): ApiError {
       return new ApiError(503, err.message, 'SEND_OUTCOME_UNKNOWN');
     case 'SEND_INTERRUPTED':
       return new ApiError(422, err.message, 'SEND_INTERRUPTED');
+    case 'IDEMPOTENCY_KEY_REUSED':
+      return keyReusedError();
+    case 'IDEMPOTENCY_KEY_IN_FLIGHT':
+      return keyInFlightError(reply, err.retryAfterS ?? 1);
   }
 }
 
@@ -129,7 +134,8 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
   const r = app.withTypeProvider<ZodTypeProvider>();
 
   r.post('/api/v1/platform-templates/send/', {
-    config: { errorShape: 'fields', idempotent: true },
+    // the send stream is the key's record (src/commands/send/keyed.ts): the command answers replays, 422 and 409
+    config: { errorShape: 'fields', idempotent: 'command' },
     schema: {
       tags: ['platform-templates'],
       summary: 'Send one approved template message synchronously',
@@ -153,8 +159,9 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
         recipientPhone: body.recipient_phone,
         variables: body.variables,
         buttonVariables: body.button_variables,
-        idempotencyKey: request.idempotencyKey,
+        idempotency: request.idempotencyKey === undefined ? undefined : { key: request.idempotencyKey, fingerprint: request.idempotencyFingerprint! },
       });
+      if (sent.replayed) reply.header(REPLAYED_HEADER, 'true');
       return {
         success: true,
         message_id: sent.providerMessageId,
@@ -167,7 +174,8 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
       if (err instanceof SendRefusedError) {
         // a keyed send whose first attempt's outcome is not known yet: a provider status usually settles it in seconds
         if (err.code === 'OUTCOME_UNKNOWN') reply.header('retry-after', String(OUTCOME_UNKNOWN_RETRY_AFTER_S));
-        throw toApiError(err);
+        if (err.replayed) reply.header(REPLAYED_HEADER, 'true');
+        throw toApiError(err, reply);
       }
       throw err;
     }

@@ -12,7 +12,7 @@ import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
 import { fieldErrors, registerErrorHandling } from './errors';
 import { registerIdempotency } from './idempotency';
-import { answerClientError, answerUnsupportedExpectation, refuseEncodedBodies } from './protocol-guards';
+import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
 
@@ -34,6 +34,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     keepAliveTimeout: 10_000,
     return503OnClosing: true,
     clientErrorHandler: answerClientError,
+    // a request without Host is refused by requireHostHeader (below), in the spec's shape
+    http: { requireHostHeader: false },
     // Per-request access logs are off (they cost ~15% of read throughput); errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: false },
@@ -47,6 +49,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   }).withTypeProvider<ZodTypeProvider>();
 
   app.server.on('checkExpectation', answerUnsupportedExpectation);
+  app.server.on('connect', answerConnect);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -59,6 +62,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     onKeysChanged: (listener) => services.runner.onBatchCommitted((name) => name === apiKeysProjection.name && listener()),
   });
 
+  app.addHook('onRequest', requireHostHeader);
   app.addHook('onRequest', refuseEncodedBodies);
 
   // Postgres text and jsonb cannot hold U+0000 nor an unpaired UTF-16 surrogate (JSON "\ud800"): one anywhere in the

@@ -44,6 +44,24 @@ export function answerUnsupportedExpectation(request: IncomingMessage, response:
   response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
 }
 
+/** CONNECT (a proxy's method) never reaches a route: Node would close the connection without a word. The server's `connect` listener. */
+export function answerConnect(_request: IncomingMessage, socket: Duplex): void {
+  const body = JSON.stringify({ error: 'the CONNECT method is not supported' });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.end();
+}
+
+/**
+ * An HTTP/1.1 request without a Host header is 400 (RFC 9112, section 3.2), in the route's error shape: Node's own
+ * check (turned off in the app factory) answers it with an empty body.
+ */
+export const requireHostHeader: onRequestHookHandler = (request, _reply, done) => {
+  if (request.raw.headers.host !== undefined || request.raw.httpVersion !== '1.1') return done();
+  done(new ApiError(400, 'the Host header is required'));
+};
+
 /**
  * Bodies are parsed as sent: a compressed one (Content-Encoding gzip, br, ...) would be read as broken JSON. It is
  * refused for what it is (415, the route's error shape); a body-less request's Content-Encoding is ignored.

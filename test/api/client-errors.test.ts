@@ -59,6 +59,21 @@ describe('HTTP parser errors', () => {
     expect(only.body).toEqual({ error: expect.stringContaining('unsupported content type') });
   });
 
+  it('an HTTP/1.1 request without Host: 400 {error} (Node answers it with an empty body)', async () => {
+    const answer = parsed(await exchange('GET /api/v1/business-accounts/ HTTP/1.1\r\nConnection: close\r\n\r\n'));
+    expect(answer.statusLine).toBe('HTTP/1.1 400 Bad Request');
+    expect(answer.body).toEqual({ error: 'the Host header is required' });
+    // HTTP/1.0 has no Host requirement: the request goes on to authentication
+    expect(parsed(await exchange('GET /api/v1/business-accounts/ HTTP/1.0\r\n\r\n')).statusLine).toBe('HTTP/1.1 401 Unauthorized');
+  });
+
+  it('CONNECT: 405 {error}, connection closed (Node closes it without an answer)', async () => {
+    const answer = parsed(await exchange('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'));
+    expect(answer.statusLine).toBe('HTTP/1.1 405 Method Not Allowed');
+    expect(answer.headers).toEqual(expect.arrayContaining(['connection: close']));
+    expect(answer.body).toEqual({ error: 'the CONNECT method is not supported' });
+  });
+
   it('headers over the size limit: 431 {error}', async () => {
     const answer = parsed(await exchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
     expect(answer.statusLine).toBe('HTTP/1.1 431 Request Header Fields Too Large');

@@ -16,6 +16,7 @@ import { requireCompany } from './auth';
 import { ApiError } from './errors';
 import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempotency-key';
 import { Wakeups } from '../shared/wakeups';
+import { canonicalJson } from '../shared/canonical-json';
 import { IdempotencyStore, type KeyRecord, type StoredAnswer } from './idempotency-store';
 
 declare module 'fastify' {
@@ -32,7 +33,7 @@ declare module 'fastify' {
 }
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
-export { IN_FLIGHT_WAIT_MS, LEASE_MS };
+export { IN_FLIGHT_WAIT_MS, LEASE_MS, canonicalJson };
 const RENEW_EVERY_MS = LEASE_MS / 3;
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
@@ -69,42 +70,6 @@ const headerDoc = z
       ),
   })
   .loose();
-
-/**
- * JSON with object keys sorted at every depth: equal bodies give equal text whatever their key order. Written with
- * an explicit stack, not recursion: a body nested thousands of levels deep (well inside the 1 MiB limit) is text.
- */
-export function canonicalJson(value: unknown): string {
-  const out: string[] = [];
-  const work: Array<{ value: unknown } | string> = [{ value }]; // a value to write, or text to emit as is
-  while (work.length > 0) {
-    const next = work.pop()!;
-    if (typeof next === 'string') {
-      out.push(next);
-      continue;
-    }
-    const v = next.value;
-    if (Array.isArray(v)) {
-      work.push(']');
-      for (let i = v.length - 1; i >= 0; i--) {
-        work.push({ value: v[i] ?? null });
-        if (i > 0) work.push(',');
-      }
-      work.push('[');
-    } else if (v !== null && typeof v === 'object') {
-      const entries = Object.entries(v as Record<string, unknown>).filter(([, e]) => e !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-      work.push('}');
-      for (let i = entries.length - 1; i >= 0; i--) {
-        work.push({ value: entries[i][1] }, `${JSON.stringify(entries[i][0])}:`);
-        if (i > 0) work.push(',');
-      }
-      work.push('{');
-    } else {
-      out.push(JSON.stringify(v ?? null));
-    }
-  }
-  return out.join('');
-}
 
 export const fingerprintOf = (request: FastifyRequest): string =>
   requestFingerprint(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null);

@@ -220,6 +220,22 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect((await t.db.pool.query(`SELECT count(*)::int AS n FROM public.idempotency_keys WHERE key = 'in-stream-1'`)).rows[0].n).toBe(0);
   });
 
+  it('a request recorded without a fingerprint (by the version before) is compared by its fields', async () => {
+    const first = await send({ ...welcome('+5491155550067'), language: 'es' }, 'legacy-1');
+    expect(first.statusCode).toBe(200);
+    await t.db.pool.query(`UPDATE es.events SET data = data - 'requestFingerprint' WHERE stream_id = $1`, [`send-${keyedSendId(SHOP.companyId, 'legacy-1', 0)}`]);
+    const same = await send(welcome('+5491155550067'), 'legacy-1'); // language 'es' by default
+    expect(same.statusCode).toBe(200);
+    expect(same.headers['idempotent-replayed']).toBe('true');
+    expect(same.body).toBe(first.body);
+    for (const other of [welcome('+5491155550068'), { ...welcome('+5491155550067'), language: 'en' }]) {
+      const res = await send(other, 'legacy-1');
+      expect(res.statusCode).toBe(422);
+      expect(res.json()).toEqual({ error: 'This Idempotency-Key was already used with a different request.' });
+    }
+    expect(provider.calls).toBe(1);
+  });
+
   it('another request under a key whose first is still in flight is 422 at once, without waiting', async () => {
     const held = provider.hold();
     const first = send(welcome('+5491155550063'), 'in-flight-3');

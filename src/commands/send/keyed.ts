@@ -11,6 +11,7 @@ import type { RecordedEvent } from '../../ports/event-store';
 import { WrongExpectedRevisionError } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
 import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, KEY_TTL_MS, LEASE_MS } from '../../shared/idempotency-key';
+import { canonicalJson } from '../../shared/canonical-json';
 import { Wakeups } from '../../shared/wakeups';
 import { DomainError, fold } from '../decider';
 import { baseMetadata } from '../handle';
@@ -148,9 +149,7 @@ async function answerFrom(
   if (state.kind === 'none') return { kind: 'read-again' };
   // a retryable refusal was not kept (a 5xx): the key is free for the next attempt, whatever its request
   const keyFree = state.kind === 'rejected' && events.some((e) => e.type === 'TemplateSendRejected' && e.data.retryable);
-  // a request recorded before fingerprints were (none is older than the key's 24 h) is taken to be this one
-  const recordedFingerprint = state.request.requestFingerprint;
-  if (!keyFree && recordedFingerprint !== undefined && recordedFingerprint !== fingerprint) {
+  if (!keyFree && !isSameRequest(state.request, input, fingerprint)) {
     throw new SendRefusedError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request.');
   }
   const replayed = <E extends SendRefusedError>(err: E): E => {
@@ -210,6 +209,20 @@ async function answerFrom(
       throw interrupted();
     }
   }
+}
+
+type Requested = Extract<SendEvent, { type: 'TemplateSendRequested' }>['data'];
+
+/**
+ * Whether the recorded request is this one: by fingerprint, or for a request recorded without one (by the version
+ * before, so only within 24 h of an upgrade) by the fields the send was made of.
+ */
+function isSameRequest(recorded: Requested, input: SendTemplateInput, fingerprint: string): boolean {
+  if (recorded.requestFingerprint !== undefined) return recorded.requestFingerprint === fingerprint;
+  return recorded.phoneNumberId === input.phoneNumberId && recorded.templateName === input.templateName &&
+    recorded.language === input.language && recorded.recipientPhone === input.recipientPhone &&
+    canonicalJson(recorded.variables) === canonicalJson(input.variables) &&
+    canonicalJson(recorded.buttonVariables) === canonicalJson(input.buttonVariables);
 }
 
 const interrupted = () =>

@@ -175,7 +175,7 @@ async function answerFrom(
       throw replayed(new SendRefusedError('PROVIDER_REFUSED', `The provider refused the message (${code}): ${message}`));
     }
     case 'requested': {
-      const ageMs = services.now().getTime() - Date.parse(state.request.requestedAt);
+      const ageMs = services.now().getTime() - requestedAtOf(stored[0]);
       if (ageMs < LEASE_MS) return { kind: 'in-flight', ageMs };
       const sendId = state.request.sendId;
       let decided: SendEvent[];

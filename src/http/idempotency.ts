@@ -33,7 +33,7 @@ declare module 'fastify' {
 }
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
-export { IN_FLIGHT_WAIT_MS, LEASE_MS, canonicalJson };
+export { IN_FLIGHT_WAIT_MS, LEASE_MS };
 const RENEW_EVERY_MS = LEASE_MS / 3;
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;

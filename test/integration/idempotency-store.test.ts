@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { IdempotencyStore, KEY_TTL_MS } from '../../src/http/idempotency-store';
-import { canonicalJson } from '../../src/http/idempotency';
+import { canonicalJson } from '../../src/shared/canonical-json';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 
 // The idempotency_keys table on real Postgres: claims, answers, releases, lease takeover, expiry and purge.

@@ -74,7 +74,7 @@ export type SendFailureCode =
 export class SendRefusedError extends DomainError {
   /** a keyed send's refusal answered from what an earlier request under the key recorded */
   replayed = false;
-  /** IDEMPOTENCY_KEY_IN_FLIGHT: seconds until the first request's send counts as interrupted */
+  /** IDEMPOTENCY_KEY_IN_FLIGHT: seconds until the first request stops counting as in flight (LEASE_MS from its request) */
   retryAfterS?: number;
 
   constructor(

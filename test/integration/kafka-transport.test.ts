@@ -194,9 +194,7 @@ d('KafkaTransport (real broker)', () => {
       // The child runs the real adapter (compiled with swc) and kills itself with SIGKILL inside the
       // handler of rec-09, after recording its effect and before returning (so before any commit).
       const childJs = compileAdapterFor(work);
-      // On Node 23+ kafkajs's negative timer (tulios/kafkajs#1751) prints a TimeoutNegativeWarning; it is not an error.
-      const quiet = process.allowedNodeEnvironmentFlags.has('--disable-warning') ? ['--disable-warning=TimeoutNegativeWarning'] : [];
-      const child = spawn(process.execPath, [...quiet, childJs, BROKERS!, topic, groupId, effectsFile, deliveriesFile, 'rec-09'], {
+      const child = spawn(process.execPath, [childJs, BROKERS!, topic, groupId, effectsFile, deliveriesFile, 'rec-09'], {
         env: { ...process.env, NODE_PATH: join(ROOT, 'node_modules') },
         stdio: ['ignore', 'ignore', 'pipe'],
       });
@@ -597,6 +595,32 @@ d('KafkaTransport (real broker)', () => {
       await sleep(300);
       expect(next).toEqual([3, 4, 5]);
     });
+  });
+
+  it('idle, arms no timer on its broker connections (kafkajs as published re-armed one about every millisecond)', async () => {
+    const RequestQueue = require('kafkajs/src/network/requestQueue') as { prototype: { push(...args: unknown[]): void } };
+    const queues = new Set<{ pending: unknown[]; throttleCheckTimeoutId: unknown; throttledUntil: number }>();
+    const push = RequestQueue.prototype.push;
+    RequestQueue.prototype.push = function (this: never, ...args: unknown[]) {
+      queues.add(this);
+      return push.apply(this, args);
+    };
+    try {
+      const { topic, groupId } = unique('idle');
+      const t = newTransport();
+      const seen: IncomingRecord[] = [];
+      await t.subscribe(topic, async (r) => void seen.push(r), { groupId });
+      await t.publish(topic, [{ key: 'k', value: { n: 1 } }]);
+      await waitFor('the record', () => seen.length === 1);
+      for (let sample = 0; sample < 20; sample++) {
+        await sleep(50);
+        const armedWhileIdle = [...queues].filter((q) => q.pending.length === 0 && q.throttledUntil < Date.now() && q.throttleCheckTimeoutId !== null);
+        expect({ sample, queues: queues.size, armedWhileIdle: armedWhileIdle.length }).toEqual({ sample, queues: queues.size, armedWhileIdle: 0 });
+      }
+      expect(queues.size).toBeGreaterThanOrEqual(2); // the producer's and the consumer's connections at least
+    } finally {
+      RequestQueue.prototype.push = push;
+    }
   });
 
   it('consumes a 30,000-record backlog completely (its rate is printed; speed is measured in bench/)', async () => {

@@ -7,7 +7,7 @@
 //
 // Consuming: kafka-subscription.ts (the consumer loop: batches, offsets, retries, dead letters) and
 // supervised-subscription.ts (restarts). Options and logging: transport-options.ts; conversions between
-// kafkajs messages and records: kafka-records.ts.
+// kafkajs messages and records: kafka-records.ts. kafkajs's idle timer loop is mended by request-queue-idle-fix.ts.
 import {
   Kafka,
   Partitioners,
@@ -28,6 +28,7 @@ import {
 import { encodeValue, headersToStrings } from './kafka-records';
 import { KafkaSubscription } from './kafka-subscription';
 import { SupervisedSubscription } from './supervised-subscription';
+import { installRequestQueueIdleFix, PATCHED_KAFKAJS_VERSION } from './request-queue-idle-fix';
 import { kafkajsLogCreator, type KafkaTransportOptions, type TransportLogger } from './transport-options';
 
 export type { KafkaTransportOptions, TransportLogger } from './transport-options';
@@ -60,6 +61,9 @@ export class KafkaTransport implements RecordTransport {
 
   constructor(options: KafkaTransportOptions) {
     this.logger = options.logger;
+    if (installRequestQueueIdleFix() === 'other-version') {
+      this.logger?.warn({ expected: PATCHED_KAFKAJS_VERSION }, 'kafkajs is not the version its idle-loop fix was written for: the fix is not installed');
+    }
     this.opts = {
       brokers: options.brokers,
       clientId: options.clientId,

@@ -51,9 +51,9 @@ const claims = new WeakMap<FastifyRequest, Claim>();
 export const REPLAYED_HEADER = 'idempotent-replayed';
 export const keyReusedError = (): ApiError =>
   new ApiError(422, 'This Idempotency-Key was already used with a different request.', 'IDEMPOTENCY_KEY_REUSED');
-/** 409 with Retry-After (seconds, 1 to the lease) */
+/** 409 with Retry-After: the seconds until the first request stops counting as in flight (at least 1) */
 export function keyInFlightError(reply: FastifyReply, retryAfterS: number): ApiError {
-  reply.header('retry-after', String(Math.min(Math.max(Math.ceil(retryAfterS), 1), LEASE_MS / 1000)));
+  reply.header('retry-after', String(Math.max(Math.ceil(retryAfterS), 1)));
   return new ApiError(409, 'A request with this Idempotency-Key is still being processed; retry later.', 'IDEMPOTENCY_KEY_IN_FLIGHT');
 }
 

@@ -63,6 +63,11 @@ export interface MessagingProvider {
   readonly kind: 'sandbox' | 'cloud-api' | 'test';
   /** Sends one template message; resolves with the provider's id or throws ProviderError. */
   sendTemplate(request: SendTemplateRequest): Promise<SendTemplateResult>;
+  /**
+   * The longest one `sendTemplate` call can take, its retries and backoff included, where the adapter bounds it
+   * (a keyed send's request counts as in flight at least this long, src/commands/send/keyed.ts).
+   */
+  readonly maxCallMs?: number;
   /** Releases timers and connections (the sandbox's pending notifications). */
   close?(): Promise<void>;
 }

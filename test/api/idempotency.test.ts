@@ -23,6 +23,8 @@ class CountingProvider implements MessagingProvider {
   readonly kind = 'test' as const;
   calls = 0;
   failNext = 0;
+  /** as a provider retrying slowly declares it (MessagingProvider.maxCallMs) */
+  maxCallMs: number | undefined;
   gate: Promise<void> | undefined;
   entered: (() => void) | undefined;
   private readonly sandbox = new SandboxProvider({ delivery: 'off' });
@@ -62,6 +64,7 @@ describe('Idempotency-Key on sends and contact upserts', () => {
   beforeEach(() => {
     provider.calls = 0;
     provider.failNext = 0;
+    provider.maxCallMs = undefined;
   });
 
   const welcome = (recipient = '+5491155550001', number = SHOP.number.phoneNumberId) =>
@@ -191,6 +194,25 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     const answered = await first;
     expect(answered.statusCode).toBe(200);
     const later = await send(welcome('+5491155550057'), 'in-flight-1');
+    expect(later.headers['idempotent-replayed']).toBe('true');
+    expect(later.body).toBe(answered.body);
+    expect(provider.calls).toBe(1);
+  });
+
+  it('a send still at the provider after 15 s is in flight for as long as the provider may take: 409, not 503', async () => {
+    provider.maxCallMs = 40_000; // e.g. three attempts of 10 s and their backoff
+    const held = provider.hold();
+    const first = send(welcome('+5491155550065'), 'in-flight-slow');
+    await held.started;
+    clock += 20_000; // past the 15 s, within the provider's 40 s and the 5 s to record its answer
+    const repeat = await send(welcome('+5491155550065'), 'in-flight-slow');
+    expect(repeat.statusCode).toBe(409);
+    expect(repeat.json()).toEqual({ error: 'A request with this Idempotency-Key is still being processed; retry later.' });
+    expect(Number(repeat.headers['retry-after'])).toBe(25); // 40 + 5 - 20 (the wait ran on the real clock)
+    held.release();
+    const answered = await first;
+    expect(answered.statusCode).toBe(200);
+    const later = await send(welcome('+5491155550065'), 'in-flight-slow');
     expect(later.headers['idempotent-replayed']).toBe('true');
     expect(later.body).toBe(answered.body);
     expect(provider.calls).toBe(1);

@@ -158,6 +158,13 @@ describe('cloud-api provider against a local HTTP server', () => {
     expect(requests).toHaveLength(2);
   });
 
+  it('declares the longest a call can take: every attempt up to its timeout, and the longest backoffs', () => {
+    const options = { baseUrl: 'http://127.0.0.1:1', apiVersion: 'v21.0', accessToken: 't' };
+    expect(new CloudApiProvider(options).maxCallMs).toBe(3 * 10_000 + 250 + 500);
+    expect(new CloudApiProvider({ ...options, maxAttempts: 5, timeoutMs: 2_000, baseDelayMs: 1_000, maxDelayMs: 3_000 }).maxCallMs)
+      .toBe(5 * 2_000 + 1_000 + 2_000 + 3_000 + 3_000);
+  });
+
   it('a refused connection is a retryable network error', async () => {
     const p = new CloudApiProvider({ baseUrl: 'http://127.0.0.1:1', apiVersion: 'v21.0', accessToken: 't', maxAttempts: 2, sleep: async () => {} });
     const err = await refusal(p.sendTemplate(request));

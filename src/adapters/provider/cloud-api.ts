@@ -83,6 +83,13 @@ export class CloudApiProvider implements MessagingProvider {
     this.random = options.random ?? Math.random;
   }
 
+  /** every attempt answering a retryable error just within its timeout, with the longest backoffs between them */
+  get maxCallMs(): number {
+    let backoff = 0;
+    for (let attempt = 1; attempt < this.maxAttempts; attempt++) backoff += Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** (attempt - 1));
+    return this.maxAttempts * this.timeoutMs + backoff;
+  }
+
   /** The request body the provider gets for a send (exported for tests and logs). */
   static bodyOf(request: SendTemplateRequest): object {
     return {

@@ -32,6 +32,15 @@ import {
 /** Attempts of one key: a retryable provider failure ends an attempt, the next retry makes the next one. */
 const MAX_ATTEMPTS = 100;
 export const DEFAULT_OUTCOME_UNKNOWN_AFTER_MS = 600_000;
+/** time allowed after the provider's answer for recording it */
+const RECORDING_MARGIN_MS = 5_000;
+
+/**
+ * How long a request without an answer is taken to be in flight (its process alive and sending): LEASE_MS, or
+ * longer when the provider's calls may take longer (a provider retrying slowly), so that a live send is never
+ * answered as if its process had died.
+ */
+export const inFlightMs = (services: Services): number => Math.max(LEASE_MS, (services.provider.maxCallMs ?? 0) + RECORDING_MARGIN_MS);
 
 export const keyedSendId = (companyId: number, key: string, attempt: number): string =>
   deterministicUuid('idempotency:send', `${companyId}:${key}:${attempt}`);
@@ -40,8 +49,8 @@ type Answer =
   | { kind: 'answer'; output: SendTemplateOutput }
   | { kind: 'next-attempt' }
   | { kind: 'read-again' }
-  /** the attempt's request has no answer yet and is younger than LEASE_MS: its process is taken to be sending it */
-  | { kind: 'in-flight'; ageMs: number };
+  /** the attempt's request has no answer yet and is younger than inFlightMs: its process is taken to be sending it */
+  | { kind: 'in-flight'; leftMs: number };
 
 /** repeats waiting for a request in flight, woken when its process records the answer */
 const answered = new Wakeups();
@@ -87,7 +96,7 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, id
         const left = waitUntil - Date.now();
         if (left <= 0) {
           const refused = new SendRefusedError('IDEMPOTENCY_KEY_IN_FLIGHT', 'A request with this Idempotency-Key is still being processed; retry later.');
-          refused.retryAfterS = (LEASE_MS - answer.ageMs) / 1000;
+          refused.retryAfterS = answer.leftMs / 1000;
           throw refused;
         }
         await answered.next(sendId, Math.min(left, IN_FLIGHT_POLL_MS));
@@ -175,8 +184,8 @@ async function answerFrom(
       throw replayed(new SendRefusedError('PROVIDER_REFUSED', `The provider refused the message (${code}): ${message}`));
     }
     case 'requested': {
-      const ageMs = services.now().getTime() - requestedAtOf(stored[0]);
-      if (ageMs < LEASE_MS) return { kind: 'in-flight', ageMs };
+      const leftMs = inFlightMs(services) - (services.now().getTime() - requestedAtOf(stored[0]));
+      if (leftMs > 0) return { kind: 'in-flight', leftMs };
       const sendId = state.request.sendId;
       let decided: SendEvent[];
       try {

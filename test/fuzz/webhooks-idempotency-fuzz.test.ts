@@ -566,7 +566,9 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
     /** mostly a company key and JSON, so that most requests get as far as the key's checks */
     const keyOf = fc.oneof({ weight: 3, arbitrary: fc.constantFrom(EXAMPLE.key, EXAMPLE.key, SECOND.key) }, { weight: 1, arbitrary: apiKey });
     const ctOf = fc.oneof({ weight: 3, arbitrary: fc.constant('application/json') }, { weight: 1, arbitrary: contentType });
-    const nArb = fc.oneof({ weight: 1, arbitrary: fc.integer({ min: 0, max: 3 }) }, { weight: 4, arbitrary: fc.integer({ min: 4, max: 99_999 }) });
+    // At most about 200 recipients in all: the example number's tier (TIER_250) admits 250 new recipients a day, so
+    // long runs (FUZZ_RUNS=300) keep getting accepted sends instead of running out of quota (429, not kept).
+    const nArb = fc.oneof({ weight: 1, arbitrary: fc.integer({ min: 0, max: 3 }) }, { weight: 4, arbitrary: fc.integer({ min: 4, max: 199 }) });
     /** A valid request of A, one written differently, or junk. */
     const requestOf = (route: KeyedRoute) => fc.oneof(
       { weight: 3, arbitrary: fc.tuple(nArb, fc.boolean()).map(([n, eq]) => ({ kind: 'valid' as const, n, eq })) },
@@ -645,8 +647,8 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
           const idem = { name: 'idempotency-key', value: resolveKey(spec) };
           const first = await send(route.valid(n1, EXAMPLE.companyId), EXAMPLE.key, idem);
           if (!kept(first.statusCode)) {
-            // refused for now (long runs exhaust the example number's messaging quota: 429): not stored, so the
-            // same request under the key runs again instead of replaying
+            // not kept (a cancel of an unknown bulk: 404; a 429 should the number's quota run out): not stored,
+            // so the same request under the key runs again instead of replaying
             expect(await recordOf(EXAMPLE.companyId, idem.value as string, url)).toBeUndefined();
             expect(replayed(await send(route.valid(n1, EXAMPLE.companyId), EXAMPLE.key, idem))).toBeUndefined();
             return;

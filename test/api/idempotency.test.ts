@@ -180,6 +180,17 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(provider.calls).toBe(0);
   });
 
+  /** releases the held provider call: the first request answers 200, a repeat replays it, the provider was called once */
+  const expectReplayedOnceReleased = async (held: { release: () => void }, first: ReturnType<typeof send>, payload: unknown, key: string) => {
+    held.release();
+    const answered = await first;
+    expect(answered.statusCode).toBe(200);
+    const later = await send(payload, key);
+    expect(later.headers['idempotent-replayed']).toBe('true');
+    expect(later.body).toBe(answered.body);
+    expect(provider.calls).toBe(1);
+  };
+
   it('a repeat while the first is in flight past the wait is 409 with Retry-After; then the answer is replayed', async () => {
     const held = provider.hold();
     const first = send(welcome('+5491155550057'), 'in-flight-1');
@@ -190,13 +201,7 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(repeat.statusCode).toBe(409);
     expect(repeat.json()).toEqual({ error: 'A request with this Idempotency-Key is still being processed; retry later.' });
     expect(Number(repeat.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-    held.release();
-    const answered = await first;
-    expect(answered.statusCode).toBe(200);
-    const later = await send(welcome('+5491155550057'), 'in-flight-1');
-    expect(later.headers['idempotent-replayed']).toBe('true');
-    expect(later.body).toBe(answered.body);
-    expect(provider.calls).toBe(1);
+    await expectReplayedOnceReleased(held, first, welcome('+5491155550057'), 'in-flight-1');
   });
 
   it('a send still at the provider after 15 s is in flight for as long as the provider may take: 409, not 503', async () => {
@@ -209,13 +214,7 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(repeat.statusCode).toBe(409);
     expect(repeat.json()).toEqual({ error: 'A request with this Idempotency-Key is still being processed; retry later.' });
     expect(Number(repeat.headers['retry-after'])).toBe(25); // 40 + 5 - 20 (the wait ran on the real clock)
-    held.release();
-    const answered = await first;
-    expect(answered.statusCode).toBe(200);
-    const later = await send(welcome('+5491155550065'), 'in-flight-slow');
-    expect(later.headers['idempotent-replayed']).toBe('true');
-    expect(later.body).toBe(answered.body);
-    expect(provider.calls).toBe(1);
+    await expectReplayedOnceReleased(held, first, welcome('+5491155550065'), 'in-flight-slow');
   });
 
   it('a repeat within the wait gets the first answer as soon as it is recorded', async () => {

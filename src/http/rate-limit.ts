@@ -12,6 +12,7 @@ import { RateLimitCounter, storeOf } from './rate-limit-store';
 
 export const RATE_LIMIT_WINDOW_MS = 60_000;
 const LIMITS_REFRESH_MS = 5_000;
+const NOT_COUNTED: Promise<void> = Promise.resolve();
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -64,11 +65,13 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
     if (handler === undefined) handlers.set(max, (handler = app.rateLimit({ max })));
     return handler;
   };
-  const limitAuthenticated = async (request: FastifyRequest, reply: FastifyReply) => {
+  // Not an async function: it hands back the plugin's own promise (or a settled one) instead of wrapping it in
+  // another, which took about 1 µs of a 3-4 µs limiter per request (docs/rate-limits.md, "Cost").
+  const limitAuthenticated = (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const key = request.apiKey;
-    if (key === null) return;
+    if (key === null) return NOT_COUNTED;
     const max = (key.companyId !== null ? counter.companyLimit(key.companyId) : undefined) ?? perMinute;
-    await handlerOf(max).call(app, request as never, reply as never);
+    return handlerOf(max).call(app, request as never, reply as never) as Promise<void>;
   };
   app.addHook('onRoute', (route: RouteOptions) => {
     if (route.onRequest !== undefined) route.preValidation = [...asList(route.preValidation), limitAuthenticated];

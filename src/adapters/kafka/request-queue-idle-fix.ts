@@ -1,10 +1,11 @@
 // kafkajs 2.2.4 (its last release) keeps a timer loop running on every broker connection: each check of the
 // connection's pending requests schedules the next one, with a negative delay (so about every millisecond) when
-// nothing is pending and nothing is throttled (tulios/kafkajs#1704, #1556; the same code prints Node 24's
+// nothing is pending and nothing is throttled (tulios/kafkajs#1704, #1556; the same negative delay is Node 23+'s
 // TimeoutNegativeWarning, #1751). An idle `serve` or `worker` spent thousands of wake-ups a second on it.
 // This replaces that one method with the fix proposed upstream: with nothing pending and no throttle to wait out,
 // schedule nothing (a request that cannot go at once is queued by `push`, which schedules the check itself).
-// docs/reliability.md, "Kafka client".
+// docs/core.md, "Resilience".
+
 /** The kafkajs release whose RequestQueue this replacement was written against. */
 export const PATCHED_KAFKAJS_VERSION = '2.2.4';
 const CHECK_PENDING_REQUESTS_INTERVAL_MS = 10; // kafkajs's own interval while requests wait

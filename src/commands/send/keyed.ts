@@ -40,7 +40,7 @@ const RECORDING_MARGIN_MS = 5_000;
  * longer when the provider's calls may take longer (a provider retrying slowly), so that a live send is never
  * answered as if its process had died.
  */
-export const inFlightMs = (services: Services): number => Math.max(LEASE_MS, (services.provider.maxCallMs ?? 0) + RECORDING_MARGIN_MS);
+const inFlightMs = (services: Services): number => Math.max(LEASE_MS, (services.provider.maxCallMs ?? 0) + RECORDING_MARGIN_MS);
 
 export const keyedSendId = (companyId: number, key: string, attempt: number): string =>
   deterministicUuid('idempotency:send', `${companyId}:${key}:${attempt}`);

@@ -1,15 +1,22 @@
 // Soak (issue #8, `npm run bench:soak`; docs/reliability.md): one process with HTTP + projection runner + workers
 // (in-process transport, sandbox provider, embedded or DATABASE_URL Postgres) listening on 127.0.0.1 only. For
-// SOAK_SECONDS (default 600) SOAK_CONCURRENCY loops mix single sends, bulk creations, contact upserts, lookups,
-// exports and signed webhooks (each status sent twice, in shuffled order). Emits JSON lines: throughput, p50/p99 per
-// endpoint, answers by status, RSS over time, then the consistency checks: one outcome per bulk recipient, each
-// (message, status) recorded at most once and every sent `read` applied, projections equal to a fresh rebuild.
+// SOAK_SECONDS (default 600) SOAK_CONCURRENCY loops mix single sends (a sixth of them with an Idempotency-Key, each
+// sent twice), bulk creations, contact upserts, lookups, exports and signed webhooks (each status sent twice, in
+// shuffled order), with one client webhook endpoint subscribed to every event type on a local receiver, and the
+// rate limiter on. Emits JSON lines: throughput, p50/p99 per endpoint, answers by status, RSS over time, then the
+// consistency checks: one outcome per bulk recipient, each (message, status) recorded at most once and every sent
+// `read` applied, every keyed repeat the replay of its first answer, every client webhook event received with a
+// valid signature, projections equal to a fresh rebuild.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
 import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { seedFixture } from '../src/commands/provisioning/seed';
 import { buildApp } from '../src/http/app';
 import { checksumProjection, rebuildProjection } from '../src/projections/rebuild';
 import { allProjections } from '../src/projections/registry';
 import { signWebhook, statusWebhook } from '../src/shared/provider-webhook';
+import { WEBHOOK_EVENT_TYPES } from '../src/events/webhooks';
 import { startWorkers } from '../src/workers';
 import { benchDatabase, benchServices, emit, log, round } from './support';
 
@@ -38,7 +45,7 @@ const fixture = {
   globalKeys: [],
 };
 
-type Kind = 'send' | 'bulk' | 'upsert' | 'lookup' | 'contact_get' | 'export' | 'webhook' | 'bulk_detail';
+type Kind = 'send' | 'keyed_send' | 'bulk' | 'upsert' | 'lookup' | 'contact_get' | 'export' | 'webhook' | 'bulk_detail';
 const lat = new Map<Kind, number[]>();
 const byStatus = new Map<string, number>();
 const pct = (xs: number[], p: number) => {
@@ -50,13 +57,46 @@ const pct = (xs: number[], p: number) => {
 async function main(): Promise<void> {
   const db = await benchDatabase('soak');
   const transport = new InProcessTransport();
-  const services = benchServices(db, { env: { PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'soak' }, transport });
+  const services = benchServices(db, {
+    // the client webhook receiver below is plain HTTP on loopback: allowed by the operator settings the tests use
+    env: { PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'soak', WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true',
+      RATE_LIMIT_PER_MINUTE: '60000' }, // the service's default limit (the other benches raise it)
+    transport,
+  });
   await services.runner.start();
   await seedFixture(services, fixture, { actor: 'soak' });
   const workers = await startWorkers(services, { role: 'serve' });
   const app = await buildApp(services);
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   log(`soak: ${SECONDS} s, ${CONCURRENCY} loops against ${address}`);
+
+  // the client's webhook receiver: every event's webhook-id, and whether each arrival's signature verified
+  let verifier: Webhook | undefined;
+  const webhookIdsReceived = new Map<string, number>();
+  let badSignatures = 0;
+  const receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const id = String(req.headers['webhook-id']);
+      try {
+        verifier!.verify(Buffer.concat(chunks).toString('utf8'), req.headers as Record<string, string>);
+      } catch {
+        badSignatures++;
+      }
+      webhookIdsReceived.set(id, (webhookIdsReceived.get(id) ?? 0) + 1);
+      res.statusCode = 204;
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  const created = await fetch(`${address}/api/v1/webhook-endpoints/`, {
+    method: 'POST', headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`, event_types: WEBHOOK_EVENT_TYPES }),
+  });
+  if (created.status !== 201) throw new Error(`webhook endpoint: ${created.status} ${await created.text()}`);
+  const endpoint = (await created.json()) as { id: string; secret: string };
+  verifier = new Webhook(endpoint.secret);
 
   const messages: string[] = [];
   const readSent = new Set<string>();
@@ -66,6 +106,7 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     let status = 'error';
     let text = '';
+    let replayed: string | null = null;
     try {
       const res = await fetch(`${address}${path}`, {
         method, body, signal: AbortSignal.timeout(60_000),
@@ -73,14 +114,17 @@ async function main(): Promise<void> {
       });
       text = await res.text();
       status = String(res.status);
+      replayed = res.headers.get('idempotent-replayed');
     } catch (err) {
       status = `error:${(err as Error).name}`;
     }
     (lat.get(kind) ?? lat.set(kind, []).get(kind)!).push(performance.now() - t0);
     const k = `${kind} ${status}`;
     byStatus.set(k, (byStatus.get(k) ?? 0) + 1);
-    return { status, text };
+    return { status, text, replayed };
   };
+  let keyedRepeats = 0;
+  let keyedMismatches = 0;
   const phone = (n: number) => `+54911${String(10_000_000 + (n % 5_000_000)).padStart(8, '0')}`;
   const webhook = async (ids: string[]) => {
     const at = Math.floor(Date.now() / 1000);
@@ -99,7 +143,16 @@ async function main(): Promise<void> {
     while (Date.now() < deadline) {
       const n = seq++;
       const r = n % 20;
-      if (r < 6) {
+      if (r === 5) {
+        // a keyed send and its repeat: the repeat must replay the first answer
+        const body = JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipient_phone: phone(n) });
+        const key = { 'idempotency-key': `soak-${n}` };
+        const first = await call('keyed_send', 'POST', '/api/v1/platform-templates/send/', body, key);
+        const repeat = await call('keyed_send', 'POST', '/api/v1/platform-templates/send/', body, key);
+        keyedRepeats++;
+        if (repeat.status !== first.status || repeat.text !== first.text || (first.status === '200' && repeat.replayed !== 'true')) keyedMismatches++;
+        if (first.status === '200') messages.push(JSON.parse(first.text).message_id);
+      } else if (r < 6) {
         const res = await call('send', 'POST', '/api/v1/platform-templates/send/', JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipient_phone: phone(n) }));
         if (res.status === '200') messages.push(JSON.parse(res.text).message_id);
       } else if (r === 6) {
@@ -133,7 +186,8 @@ async function main(): Promise<void> {
   const settleDeadline = Date.now() + 300_000;
   const unfinished = async () => (await db.pool.query(`SELECT count(*)::int AS n FROM rm_bulk.bulk_sends WHERE status NOT IN ('COMPLETED','PARTIAL','FAILED','CANCELLED')`).catch(() => ({ rows: [{ n: -1 }] }))).rows[0].n;
   const unread = async () => (await db.pool.query(`SELECT count(*)::int AS n FROM unnest($1::text[]) id WHERE NOT EXISTS (SELECT 1 FROM es.events e WHERE e.type = 'DeliveryStatusRecorded' AND e.data->>'providerMessageId' = id AND e.data->>'status' = 'read')`, [[...readSent]])).rows[0].n;
-  while (Date.now() < settleDeadline && ((await unfinished()) !== 0 || (await unread()) !== 0)) await new Promise((r) => setTimeout(r, 500));
+  const undelivered = async () => (await db.pool.query(`SELECT count(*)::int AS n FROM webhooks.deliveries WHERE endpoint_id = $1 AND status <> 'succeeded'`, [endpoint.id])).rows[0].n;
+  while (Date.now() < settleDeadline && ((await unfinished()) !== 0 || (await unread()) !== 0 || (await undelivered()) !== 0)) await new Promise((r) => setTimeout(r, 500));
 
   const requests = [...byStatus.values()].reduce((a, b) => a + b, 0);
   const fivexx = [...byStatus].filter(([k]) => / (5\d\d|error)/.test(k)).reduce((a, [, v]) => a + v, 0);
@@ -165,8 +219,21 @@ async function main(): Promise<void> {
   emit({ bench: 'soak', metric: 'bulk_recipients_without_outcome', value: br.expected >= 0 ? br.expected - br.outcomes : -1, unit: 'recipients', budget: 0, ok: br.expected === br.outcomes });
   emit({ bench: 'soak', metric: 'webhook_statuses_duplicated', value: statusDup, unit: 'statuses', budget: 0, ok: statusDup === 0 });
   emit({ bench: 'soak', metric: 'webhook_reads_lost', value: lost, unit: 'messages', budget: 0, ok: lost === 0, reads_sent: readSent.size });
+  emit({ bench: 'soak', metric: 'keyed_repeats_not_replayed', value: keyedMismatches, unit: 'requests', budget: 0, ok: keyedMismatches === 0, keyed_repeats: keyedRepeats });
+  // every client webhook event the fan-out queued for the endpoint arrived, signed; extra arrivals are retries
+  // (at least once), reported, not failed
+  const queued = (await db.pool.query<{ webhook_id: string; status: string }>(`SELECT webhook_id, status FROM webhooks.deliveries WHERE endpoint_id = $1`, [endpoint.id])).rows;
+  const missing = queued.filter((d) => !webhookIdsReceived.has(d.webhook_id)).length;
+  const byType = (await db.pool.query<{ event_type: string; n: number }>(`SELECT event_type, count(*)::int AS n FROM webhooks.deliveries WHERE endpoint_id = $1 GROUP BY 1 ORDER BY 1`, [endpoint.id])).rows;
+  emit({
+    bench: 'soak', metric: 'client_webhooks_lost', value: missing, unit: 'events', budget: 0, ok: missing === 0 && queued.length > 0,
+    queued: queued.length, not_succeeded: queued.filter((d) => d.status !== 'succeeded').length, received: webhookIdsReceived.size,
+    received_more_than_once: [...webhookIdsReceived.values()].filter((c) => c > 1).length, by_type: Object.fromEntries(byType.map((r) => [r.event_type, r.n])),
+  });
+  emit({ bench: 'soak', metric: 'client_webhook_bad_signatures', value: badSignatures, unit: 'requests', budget: 0, ok: badSignatures === 0 });
 
   await app.close();
+  await new Promise<void>((r) => receiver.close(() => r()));
   await workers.stop();
   await services.runner.stop();
   let differing = 0;

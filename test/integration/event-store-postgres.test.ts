@@ -126,3 +126,83 @@ describe('postgres event store: appendMany and prepared statements', () => {
     expect(names).toEqual(expect.arrayContaining(['es_append', 'es_append_many', 'es_read_all', 'es_read_stream', 'es_read_streams']));
   });
 });
+
+describe('postgres event store: creations arriving together share one statement (group commit)', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let store: PostgresEventStore;
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 8 });
+    store = new PostgresEventStore(db.pool);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await db?.drop();
+  });
+  const txOf = (position: string) => position.split(':')[0];
+  /** one creation that holds the statement slot, then `rest` started in the same tick: they go as one batch */
+  const together = <T>(rest: () => Promise<T>[]) => {
+    const head = store.append(`head-${randomUUID()}`, [ev('Head')], 'no_stream');
+    return Promise.allSettled([head, ...rest()]);
+  };
+
+  it('commits concurrent creations of distinct streams in fewer statements, each answered as its own append', async () => {
+    const before = { ...store.creations.stats };
+    const streams = Array.from({ length: 30 }, (_, i) => `g${i}-${randomUUID()}`);
+    const results = await Promise.all(streams.map((s, i) => store.append(s, [ev(`G${i}`), ev(`G${i}b`)], 'no_stream')));
+    expect(results.map((r) => [r.nextRevision, r.alreadyAppended])).toEqual(streams.map(() => [1n, false]));
+    const batches = store.creations.stats.batches - before.batches;
+    expect(store.creations.stats.creations - before.creations).toBe(30);
+    expect(batches).toBeLessThan(30);
+    expect(new Set(results.map((r) => txOf(r.position))).size).toBe(batches); // one transaction per statement
+    for (const [i, s] of streams.entries()) {
+      const read = await store.readStream(s);
+      expect(read.map((e) => [e.type, e.revision])).toEqual([[`G${i}`, 0n], [`G${i}b`, 1n]]);
+      expect(read[1].position).toBe(results[i].position);
+    }
+  });
+
+  it('a stream that exists already fails only its own creation; the others of its batch are appended', async () => {
+    const taken = `t-${randomUUID()}`;
+    await store.append(taken, [ev('T0')], 'no_stream');
+    const fresh = Array.from({ length: 5 }, () => `f-${randomUUID()}`);
+    const settled = await together(() => [
+      ...fresh.map((s) => store.append(s, [ev('F0')], 'no_stream')),
+      store.append(taken, [ev('T0 again, other id')], 'no_stream'),
+    ]);
+    expect(settled.slice(0, 6).map((r) => r.status)).toEqual(Array(6).fill('fulfilled'));
+    expect(settled[6]).toMatchObject({ status: 'rejected', reason: { name: 'WrongExpectedRevisionError', streamId: taken, actual: 0n } });
+    for (const s of fresh) expect((await store.readStream(s)).map((e) => e.type)).toEqual(['F0']);
+    expect((await store.readStream(taken)).map((e) => e.type)).toEqual(['T0']);
+  });
+
+  it('a creation whose event id is stored in another stream fails as it would alone; the others are appended', async () => {
+    const other = `o-${randomUUID()}`;
+    const stolen = ev('Stolen');
+    await store.append(other, [stolen], 'no_stream');
+    const alone = await store.append(`alone-${randomUUID()}`, [{ ...stolen }], 'no_stream').then(() => undefined, (err: Error) => err.name);
+    const fresh = `f-${randomUUID()}`;
+    const settled = await together(() => [store.append(fresh, [ev('F0')], 'no_stream'), store.append(`s-${randomUUID()}`, [{ ...stolen }], 'no_stream')]);
+    expect(alone).toBeDefined();
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    expect((settled[2] as PromiseRejectedResult).reason.name).toBe(alone);
+    expect((await store.readStream(fresh)).map((e) => e.type)).toEqual(['F0']);
+  });
+
+  it('two creations of one stream at once: the same events are stored once (the repeat is told alreadyAppended), other events are refused', async () => {
+    const same = `same-${randomUUID()}`;
+    const event = ev('S0');
+    const raced = `raced-${randomUUID()}`;
+    const settled = await together(() => [
+      store.append(same, [event], 'no_stream'),
+      store.append(same, [{ ...event }], 'no_stream'),
+      store.append(raced, [ev('R0')], 'no_stream'),
+      store.append(raced, [ev('R0 other')], 'no_stream'),
+    ]);
+    const [, first, repeat, won, lost] = settled;
+    expect([first, repeat].map((r) => r.status === 'fulfilled' && r.value.alreadyAppended)).toEqual([false, true]);
+    expect(won).toMatchObject({ status: 'fulfilled', value: { nextRevision: 0n, alreadyAppended: false } });
+    expect(lost).toMatchObject({ status: 'rejected', reason: { name: 'WrongExpectedRevisionError', streamId: raced } });
+    expect((await store.readStream(same)).map((e) => e.type)).toEqual(['S0']);
+    expect((await store.readStream(raced)).map((e) => e.type)).toEqual(['R0']);
+  });
+});

@@ -14,6 +14,7 @@ import {
   type StreamAppend,
   WrongExpectedRevisionError,
 } from '../../ports/event-store';
+import { CreationGroupCommit } from './creation-group-commit';
 
 /** Position = `${txId}:${seq}`; START = '' sorts before everything. */
 const encode = (txId: string, seq: string): Position => `${txId}:${seq}` as Position;
@@ -132,12 +133,23 @@ export class PostgresEventStore implements EventStore {
   readonly kind = 'postgres' as const;
   private readonly emitter = new EventEmitter();
 
+  /** creations (appends at `no_stream`) arriving together share one statement */
+  readonly creations = new CreationGroupCommit({
+    appendOne: (a) => this.appendOne(a.streamId, a.events, a.expected),
+    appendMany: (appends) => this.appendMany(appends),
+  });
+
   constructor(private readonly pool: Pool) {
     this.emitter.setMaxListeners(0);
   }
 
   async append(streamId: string, events: EventToAppend[], expected: ExpectedRevision): Promise<AppendResult> {
     if (events.length === 0) throw new Error('append needs at least one event');
+    if (expected === 'no_stream') return this.creations.append({ streamId, events, expected });
+    return this.appendOne(streamId, events, expected);
+  }
+
+  private async appendOne(streamId: string, events: EventToAppend[], expected: ExpectedRevision): Promise<AppendResult> {
     const ids = events.map((e) => e.metadata.eventId);
     for (let attempt = 0; ; attempt++) {
       try {

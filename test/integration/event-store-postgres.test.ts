@@ -188,6 +188,18 @@ describe('postgres event store: creations arriving together share one statement 
     expect((await store.readStream(fresh)).map((e) => e.type)).toEqual(['F0']);
   });
 
+  it('two creations of two streams with an event id in common at once: the first is appended, the other fails as it would alone', async () => {
+    const shared = ev('Shared');
+    const [a, b] = [`a-${randomUUID()}`, `b-${randomUUID()}`];
+    const before = { ...store.creations.stats };
+    const settled = await together(() => [store.append(a, [shared], 'no_stream'), store.append(b, [{ ...shared }], 'no_stream')]);
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    expect((settled[2] as PromiseRejectedResult).reason).toBeInstanceOf(WrongExpectedRevisionError);
+    expect(store.creations.stats.batches - before.batches).toBe(3); // never in one statement
+    expect((await store.readStream(a)).map((e) => e.type)).toEqual(['Shared']);
+    expect(await store.readStream(b)).toEqual([]);
+  });
+
   it('two creations of one stream at once: the same events are stored once (the repeat is told alreadyAppended), other events are refused', async () => {
     const same = `same-${randomUUID()}`;
     const event = ev('S0');

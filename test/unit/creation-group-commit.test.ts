@@ -50,6 +50,18 @@ describe('creation group commit', () => {
     expect(group.stats).toEqual({ batches: 3, creations: 6 });
   });
 
+  it('keeps two creations with an event id in common (in two streams) out of one batch', async () => {
+    const { group, calls, release } = recorder();
+    const shared = (streamId: string): StreamAppend => ({ ...creation(streamId), events: [{ ...creation('same-id').events[0] }] });
+    const all = Promise.all([group.append(creation('x')), group.append(shared('a')), group.append(creation('b')), group.append(shared('c'))]);
+    await release();
+    expect(calls).toEqual([['x'], ['a', 'b']]);
+    await release();
+    expect(calls).toEqual([['x'], ['a', 'b'], ['c']]);
+    await release();
+    await all;
+  });
+
   it('when one entry fails the batch, appends each on its own: only that one fails', async () => {
     const refused = new WrongExpectedRevisionError('b', 'no_stream', 0n);
     const { group, calls, release } = recorder({ many: refused, one: (a) => (a.streamId === 'b' ? refused : undefined) });

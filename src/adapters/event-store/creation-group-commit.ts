@@ -59,14 +59,20 @@ export class CreationGroupCommit {
     }
   }
 
-  /** Up to maxBatch waiting creations of distinct streams, in arrival order; a second one of a stream waits. */
+  /**
+   * Up to maxBatch waiting creations, in arrival order, no two of one stream or with an event id in common (the
+   * store would refuse the whole statement, and only one of them may succeed): such a one waits for the next batch.
+   */
   private takeBatch(): Waiting[] {
     const batch: Waiting[] = [];
     const rest: Waiting[] = [];
     const streams = new Set<string>();
+    const eventIds = new Set<string>();
     for (const w of this.queue) {
-      if (batch.length < this.maxBatch && !streams.has(w.append.streamId)) {
+      const ids = w.append.events.map((e) => e.metadata.eventId.toLowerCase());
+      if (batch.length < this.maxBatch && !streams.has(w.append.streamId) && !ids.some((id) => eventIds.has(id))) {
         streams.add(w.append.streamId);
+        for (const id of ids) eventIds.add(id);
         batch.push(w);
       } else rest.push(w);
     }

@@ -69,8 +69,10 @@ export class CreationGroupCommit {
     const streams = new Set<string>();
     const eventIds = new Set<string>();
     for (const w of this.queue) {
-      const ids = w.append.events.map((e) => e.metadata.eventId.toLowerCase());
-      if (batch.length < this.maxBatch && !streams.has(w.append.streamId) && !ids.some((id) => eventIds.has(id))) {
+      // ids only of creations that may still join: a long queue behind a full batch is only carried over
+      const mayJoin = batch.length < this.maxBatch && !streams.has(w.append.streamId);
+      const ids = mayJoin ? w.append.events.map((e) => e.metadata.eventId.toLowerCase()) : undefined;
+      if (ids !== undefined && !ids.some((id) => eventIds.has(id))) {
         streams.add(w.append.streamId);
         for (const id of ids) eventIds.add(id);
         batch.push(w);

@@ -1,5 +1,6 @@
+import { Client } from 'pg';
 import { type ClaimedDelivery, queueDeliveries } from '../../src/projections/webhooks/deliveries';
-import { startWebhookFanOut } from '../../src/workers/webhook-fanout';
+import { fanOutBatch, type IdleHint, startWebhookFanOut } from '../../src/workers/webhook-fanout';
 import { intakeOf, registerIntake } from '../../src/workers/webhook-handoff';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { SHOP, waitUntil } from '../support/sends';
@@ -118,5 +119,33 @@ describe('webhook hand-off', () => {
     const byId = new Map(rows.map((r) => [r.delivery_id, r]));
     expect(queued.map((id) => byId.get(id)!.webhook_id)).toEqual(['msg_payload_0', 'msg_payload_1', 'msg_payload_2']);
     expect(queued.map((id) => byId.get(id)!.payload)).toEqual(payloads);
+  });
+
+  it('an idle fan-out looks for new events in one read, without its lock or checkpoint; a new event is fanned out as before', async () => {
+    const ep = await register('/idle');
+    await t.db.pool.query(`INSERT INTO webhooks.fanout_checkpoint (name, position) VALUES ('fanout', '') ON CONFLICT DO NOTHING`);
+    const idle: IdleHint = {};
+    while ((await fanOutBatch(t.services, 1000, idle)) > 0); // everything so far, then nothing after it
+    expect(idle.nothingAfter).toBeDefined();
+    const query = jest.spyOn(Client.prototype, 'query');
+    const statements = () => query.mock.calls.map(([q]) => (typeof q === 'string' ? q : (q as { text: string }).text));
+    try {
+      expect(await fanOutBatch(t.services, 1000, idle)).toBe(0);
+      expect(statements().filter((q) => /advisory|fanout_checkpoint/.test(q))).toEqual([]);
+      expect(statements().filter((q) => /FROM es\.events/.test(q))).toHaveLength(1);
+      // every 10 s the whole check runs anyway (a checkpoint set back by hand is seen)
+      idle.since! -= 10_000;
+      query.mockClear();
+      expect(await fanOutBatch(t.services, 1000, idle)).toBe(0);
+      expect(statements().filter((q) => /pg_try_advisory_lock/.test(q))).toHaveLength(1);
+      query.mockClear();
+      await send('+5491155550199');
+      query.mockClear();
+      expect(await fanOutBatch(t.services, 1000, idle)).toBeGreaterThan(0);
+      expect(statements().filter((q) => /pg_try_advisory_lock/.test(q))).toHaveLength(1);
+    } finally {
+      query.mockRestore();
+    }
+    expect((await deliveriesOf(ep.id)).map((r) => r.status)).toEqual(['pending']);
   });
 });

@@ -19,7 +19,7 @@ import type { MessagingProvider } from './ports/provider';
 import type { RecordTransport } from './ports/transport';
 import { allProjections } from './projections/registry';
 import type { Secrets, Services } from './services';
-import { createMetrics } from './shared/metrics';
+import { createMetrics, exposeCreationGroupCommit } from './shared/metrics';
 import { retryTransient } from './shared/retry';
 import { postgresTarget, startupStep, waitUntilAnswers } from './shared/startup-step';
 import { startWorkers, type Workers } from './workers';
@@ -83,6 +83,8 @@ export function assembleServices(input: AssembleInput): Services {
   const registry = createEventRegistry();
   const store = new ValidatingEventStore(input.store, registry);
   const runner = new ProjectionRunner(input.pool, store, allProjections, { logger: input.logger });
+  const metrics = createMetrics();
+  if (input.store instanceof PostgresEventStore) exposeCreationGroupCommit(metrics, input.store.creations.stats);
   return {
     config: input.config,
     secrets: input.secrets,
@@ -94,7 +96,7 @@ export function assembleServices(input: AssembleInput): Services {
     runner,
     transport: input.transport,
     provider: input.provider ?? createProvider(input.config.provider, input.transport, input.logger),
-    metrics: createMetrics(),
+    metrics,
     logger: input.logger,
     now: input.now ?? (() => new Date()),
   };

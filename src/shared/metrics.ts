@@ -33,3 +33,22 @@ export function createMetrics(): Metrics {
     }),
   };
 }
+
+/**
+ * The Postgres event store's group commit of stream creations (docs/core.md, "Event store"), read at scrape time:
+ * creations per batch is `creations_total / batches_total` over any interval (1 when nothing arrives together).
+ */
+export function exposeCreationGroupCommit(metrics: Metrics, stats: Readonly<{ batches: number; creations: number }>): void {
+  const countOf = (name: string, help: string, read: () => number) =>
+    new Counter({
+      name,
+      help,
+      registers: [metrics.registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  countOf('switchboard_event_store_creation_batches_total', 'statements of the event store that created streams (each one or more creations)', () => stats.batches);
+  countOf('switchboard_event_store_creations_total', 'streams created through those statements', () => stats.creations);
+}

@@ -48,6 +48,15 @@ describe('ops endpoints and error mapping', () => {
     expect(res.body).toContain('process_resident_memory_bytes');
   });
 
+  it('GET /metrics reads the event store\'s group commit of stream creations', async () => {
+    const body = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(body)?.[1]);
+    const batches = value('switchboard_event_store_creation_batches_total');
+    const creations = value('switchboard_event_store_creations_total');
+    expect(Number.isInteger(batches)).toBe(true);
+    expect(creations).toBeGreaterThanOrEqual(batches);
+  });
+
   it('GET /openapi.json is generated from the route schemas; /docs serves the reference page', async () => {
     const res = await app.inject({ method: 'GET', url: '/openapi.json' });
     expect(res.statusCode).toBe(200);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
 import { DuplicateEventIdError, type EventToAppend, WrongExpectedRevisionError } from '../../src/ports/event-store';
+import { createMetrics, exposeCreationGroupCommit } from '../../src/shared/metrics';
 import { createTestDatabase } from '../support/db';
 import { describeEventStoreContract } from './event-store-contract';
 
@@ -159,6 +160,22 @@ describe('postgres event store: creations arriving together share one statement 
       expect(read.map((e) => [e.type, e.revision])).toEqual([[`G${i}`, 0n], [`G${i}b`, 1n]]);
       expect(read[1].position).toBe(results[i].position);
     }
+  });
+
+  it('its counts are Prometheus counters, read at scrape time (exposeCreationGroupCommit)', async () => {
+    const metrics = createMetrics();
+    exposeCreationGroupCommit(metrics, store.creations.stats);
+    const scrape = async () => {
+      const body = await metrics.registry.metrics();
+      const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(body)?.[1]);
+      return { batches: value('switchboard_event_store_creation_batches_total'), creations: value('switchboard_event_store_creations_total') };
+    };
+    const before = await scrape();
+    expect(before).toEqual(store.creations.stats);
+    await together(() => Array.from({ length: 5 }, (_, i) => store.append(`m${i}-${randomUUID()}`, [ev(`M${i}`)], 'no_stream')));
+    const after = await scrape();
+    expect(after.creations - before.creations).toBe(6);
+    expect(after.batches - before.batches).toBe(2); // the head alone, then the five together
   });
 
   it('a stream that exists already fails only its own creation; the others of its batch are appended', async () => {

@@ -1,14 +1,18 @@
-// Soak (issue #8, `npm run bench:soak`; docs/reliability.md): one process with HTTP + projection runner + workers
-// (in-process transport, sandbox provider, embedded or DATABASE_URL Postgres) listening on 127.0.0.1 only. For
-// SOAK_SECONDS (default 600) SOAK_CONCURRENCY loops mix single sends (a sixth of them with an Idempotency-Key, each
-// sent twice), bulk creations, contact upserts, lookups, exports and signed webhooks (each status sent twice, in
-// shuffled order), with one client webhook endpoint subscribed to every event type on a local receiver, and the
-// rate limiter on. Emits JSON lines: throughput, p50/p99 per endpoint, answers by status, RSS over time, then the
-// consistency checks: one outcome per bulk recipient, each (message, status) recorded at most once and every sent
-// `read` applied, every keyed repeat the replay of its first answer, every client webhook event received with a
-// valid signature, projections equal to a fresh rebuild.
+// Soak (issue #8, `npm run bench:soak`; docs/reliability.md): the service (HTTP + projection runner + workers,
+// in-process transport, sandbox provider, embedded or DATABASE_URL Postgres, listening on 127.0.0.1 only) runs in a
+// forked child, so the RSS and live-heap samples it reports are the service's alone; this process is the load
+// generator and the client webhook receiver. For SOAK_SECONDS (default 600) SOAK_CONCURRENCY loops mix single sends
+// (a sixth of them with an Idempotency-Key, each sent twice), bulk creations, contact upserts, lookups, exports and
+// signed webhooks (each status sent twice, in shuffled order), with one client webhook endpoint subscribed to every
+// event type on a local receiver, and the rate limiter on. Emits JSON lines: throughput, p50/p99 per endpoint,
+// answers by status, the service's RSS and heap over time, then the consistency checks: one outcome per bulk
+// recipient, each (message, status) recorded at most once and every sent `read` applied, every keyed repeat the
+// replay of its first answer, every client webhook event received with a valid signature, projections equal to a
+// fresh rebuild.
+import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Pool } from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { InProcessTransport } from '../src/adapters/in-process/transport';
 import { seedFixture } from '../src/commands/provisioning/seed';
@@ -18,7 +22,7 @@ import { allProjections } from '../src/projections/registry';
 import { signWebhook, statusWebhook } from '../src/shared/provider-webhook';
 import { WEBHOOK_EVENT_TYPES } from '../src/events/webhooks';
 import { startWorkers } from '../src/workers';
-import { benchDatabase, benchServices, emit, log, round } from './support';
+import { benchDatabase, benchServices, emit, exited, log, nextMessage, round, runForkedBench } from './support';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
 const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 8);
@@ -54,11 +58,21 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
 
-async function main(): Promise<void> {
+type ToChild = { type: 'load-ended' } | { type: 'stop' };
+type Sample = { t: number; mb: number };
+type FromChild =
+  | { type: 'ready'; url: string; databaseUrl: string }
+  | { type: 'stopped'; rss: Sample[]; heap: Sample[]; differing: number; projections: number }
+  | { type: 'error'; message: string };
+
+// ---- child: the service --------------------------------------------------------------------------------------
+
+async function server(): Promise<void> {
+  const send = (m: FromChild) => process.send!(m);
   const db = await benchDatabase('soak');
   const transport = new InProcessTransport();
   const services = benchServices(db, {
-    // the client webhook receiver below is plain HTTP on loopback: allowed by the operator settings the tests use
+    // the client webhook receiver is plain HTTP on loopback: allowed by the operator settings the tests use
     env: { PROVIDER_APP_SECRET: APP_SECRET, PROVIDER_VERIFY_TOKEN: 'soak', WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true',
       RATE_LIMIT_PER_MINUTE: '60000' }, // the service's default limit (the other benches raise it)
     transport,
@@ -68,7 +82,70 @@ async function main(): Promise<void> {
   const workers = await startWorkers(services, { role: 'serve' });
   const app = await buildApp(services);
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
-  log(`soak: ${SECONDS} s, ${CONCURRENCY} loops against ${address}`);
+
+  // this process's RSS every 10 s, and its live heap after a full collection once a minute (RSS also holds garbage
+  // not yet collected): what a leak grows; both while the load runs
+  const started = Date.now();
+  const rss: Sample[] = [];
+  const heap: Sample[] = [];
+  const at = () => Math.round((Date.now() - started) / 1000);
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) log('soak: the service runs without --expose-gc: no heap samples');
+  const samplers = [
+    setInterval(() => rss.push({ t: at(), mb: round(process.memoryUsage().rss / 1048576) }), 10_000),
+    setInterval(() => {
+      if (!gc) return;
+      gc();
+      heap.push({ t: at(), mb: round(process.memoryUsage().heapUsed / 1048576) });
+    }, 60_000),
+  ];
+  const stopSampling = () => samplers.forEach(clearInterval);
+
+  process.on('message', (m: ToChild) => {
+    if (m.type === 'load-ended') stopSampling();
+    if (m.type !== 'stop') return;
+    void (async () => {
+      stopSampling();
+      await app.close();
+      await workers.stop();
+      await services.runner.stop();
+      let differing = 0;
+      for (const p of allProjections) {
+        const before = await checksumProjection(db.pool, p);
+        await rebuildProjection(db.pool, services.store, p, {});
+        const after = await checksumProjection(db.pool, p);
+        if (before !== after) {
+          differing++;
+          log(`projection ${p.name} differs from a fresh rebuild`);
+        }
+      }
+      await transport.close();
+      await services.store.close();
+      await db.close();
+      process.send!({ type: 'stopped', rss, heap, differing, projections: allProjections.length } satisfies FromChild, () => process.exit(0));
+    })().catch((err) => {
+      send({ type: 'error', message: String((err as Error)?.stack ?? err) });
+      process.exit(1);
+    });
+  });
+  send({ type: 'ready', url: address, databaseUrl: db.url });
+}
+
+// ---- parent: load generator, client webhook receiver, checks ------------------------------------------------
+
+async function main(): Promise<void> {
+  const child = fork(__filename, ['serve'], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: ['--expose-gc'] });
+  try {
+    await soak(child);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+async function soak(child: ReturnType<typeof fork>): Promise<void> {
+  const { url: address, databaseUrl } = await nextMessage<FromChild, 'ready'>(child, 'ready');
+  const db = { pool: new Pool({ connectionString: databaseUrl, max: 2 }) };
+  log(`soak: ${SECONDS} s, ${CONCURRENCY} loops against ${address} (the service in process ${child.pid})`);
 
   // the client's webhook receiver: every event's webhook-id, and whether each arrival's signature verified
   let verifier: Webhook | undefined;
@@ -137,16 +214,6 @@ async function main(): Promise<void> {
 
   const started = Date.now();
   const deadline = started + SECONDS * 1000;
-  const rss: Array<{ t: number; mb: number }> = [];
-  const sampler = setInterval(() => rss.push({ t: Math.round((Date.now() - started) / 1000), mb: round(process.memoryUsage().rss / 1048576) }), 10_000);
-  // the live heap after a full collection, once a minute (RSS also holds garbage not yet collected): what a leak grows
-  const gc = (globalThis as { gc?: () => void }).gc;
-  const heap: Array<{ t: number; mb: number }> = [];
-  const heapSampler = setInterval(() => {
-    if (!gc) return;
-    gc();
-    heap.push({ t: Math.round((Date.now() - started) / 1000), mb: round(process.memoryUsage().heapUsed / 1048576) });
-  }, 60_000);
   const loop = async () => {
     while (Date.now() < deadline) {
       const n = seq++;
@@ -186,8 +253,7 @@ async function main(): Promise<void> {
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, loop));
-  clearInterval(sampler);
-  clearInterval(heapSampler);
+  child.send({ type: 'load-ended' } satisfies ToChild);
   const elapsed = (Date.now() - started) / 1000;
   if (messages.length) await webhook(messages.splice(0));
 
@@ -208,10 +274,6 @@ async function main(): Promise<void> {
     emit({ bench: 'soak', metric: `${kind}_p50`, value: round(pct(xs, 50), 2), unit: 'ms', count: xs.length });
     emit({ bench: 'soak', metric: `${kind}_p99`, value: round(pct(xs, 99), 2), unit: 'ms', count: xs.length });
   }
-  emit({ bench: 'soak', metric: 'rss_max', value: Math.max(0, ...rss.map((s) => s.mb)), unit: 'MB', samples: rss });
-  // includes this process's own bookkeeping (every webhook-id received, every latency): about 0.1 MB/s at full speed
-  emit({ bench: 'soak', metric: 'heap_after_gc_last', value: heap.at(-1)?.mb ?? -1, unit: 'MB', samples: heap });
-
   // consistency
   const bulkRecipients = await db.pool.query<{ expected: number; outcomes: number; dup: number }>(`
     WITH o AS (SELECT e.data->>'bulkId' AS bulk, (r->>'index')::int AS idx, count(*) AS n FROM es.events e, jsonb_array_elements(e.data->'recipients') r
@@ -243,27 +305,15 @@ async function main(): Promise<void> {
   });
   emit({ bench: 'soak', metric: 'client_webhook_bad_signatures', value: badSignatures, unit: 'requests', budget: 0, ok: badSignatures === 0 });
 
-  await app.close();
   await new Promise<void>((r) => receiver.close(() => r()));
-  await workers.stop();
-  await services.runner.stop();
-  let differing = 0;
-  for (const p of allProjections) {
-    const before = await checksumProjection(db.pool, p);
-    await rebuildProjection(db.pool, services.store, p, {});
-    const after = await checksumProjection(db.pool, p);
-    if (before !== after) {
-      differing++;
-      log(`projection ${p.name} differs from a fresh rebuild`);
-    }
-  }
-  emit({ bench: 'soak', metric: 'projections_differing_from_rebuild', value: differing, unit: 'projections', budget: 0, ok: differing === 0, projections: allProjections.length });
-  await transport.close();
-  await services.store.close();
-  await db.close();
+  await db.pool.end();
+  child.send({ type: 'stop' } satisfies ToChild);
+  const service = await nextMessage<FromChild, 'stopped'>(child, 'stopped');
+  await exited(child, 60_000);
+  emit({ bench: 'soak', metric: 'rss_max', value: Math.max(0, ...service.rss.map((x) => x.mb)), unit: 'MB', samples: service.rss });
+  // the service's process alone (the load generator and the receiver run in this one)
+  emit({ bench: 'soak', metric: 'heap_after_gc_last', value: service.heap.at(-1)?.mb ?? -1, unit: 'MB', samples: service.heap });
+  emit({ bench: 'soak', metric: 'projections_differing_from_rebuild', value: service.differing, unit: 'projections', budget: 0, ok: service.differing === 0, projections: service.projections });
 }
 
-main().then(() => process.exit(0), (err) => {
-  process.stderr.write(`soak failed: ${err?.stack ?? err}\n`);
-  process.exit(1);
-});
+runForkedBench('soak', server, main);

@@ -90,6 +90,14 @@ export class RateLimitCounter {
     return { current: entry.synced + entry.inFlight + entry.pending, ttl: windowStart + this.options.windowMs - now };
   }
 
+  /** Requests of `key` counted in the current window so far (this process's unsynced ones included); not one more. */
+  used(key: string): number {
+    const entry = this.entries.get(key);
+    if (entry === undefined) return 0;
+    const now = this.options.now();
+    return entry.windowStart === now - (now % this.options.windowMs) ? entry.synced + entry.inFlight + entry.pending : 0;
+  }
+
   /** The operator-set limit of a company, if any (as last refreshed). */
   companyLimit(companyId: number): number | undefined {
     return this.limits.get(companyId);

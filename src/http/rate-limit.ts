@@ -1,4 +1,4 @@
-import fastifyRateLimit from '@fastify/rate-limit';
+import fastifyRateLimit, { type RateLimitOptions } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { rateLimitsProjection } from '../projections/ratelimits/projection';
 import type { Services } from '../services';
@@ -8,9 +8,13 @@ import { RateLimitCounter, storeOf } from './rate-limit-store';
 // Request rate limits per API key (docs/rate-limits.md) with @fastify/rate-limit: every authenticated request
 // counts against its key's window, whose size is the key's company's limit (or RATE_LIMIT_PER_MINUTE).
 // Requests without an authenticated key (health, metrics, docs, the provider webhook ingress, a rejected key)
-// are not counted. Over the limit: 429 RATE_LIMITED in the route's error shape with Retry-After.
+// are not counted. Over the limit: 429 RATE_LIMITED in the route's error shape with Retry-After. The RateLimit-*
+// headers are on every 429 and, on other answers, once the key has used half of its window (the IETF draft's
+// "Performance Considerations": fields only when a quota is close to exhaustion).
 
 export const RATE_LIMIT_WINDOW_MS = 60_000;
+/** Answers under the limit carry the RateLimit-* headers once this share of the key's window is used. */
+export const RATE_LIMIT_HEADERS_FROM_USED = 0.5;
 const LIMITS_REFRESH_MS = 5_000;
 const NOT_COUNTED: Promise<void> = Promise.resolve();
 
@@ -58,11 +62,22 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
   // The key is known once authentication ran: routes authenticate on onRequest (then the limit is checked before
   // validation, so a limited client's invalid requests count and are refused too) or on preHandler (checked after
   // theirs). A route with neither hook has no authenticated key to count (health, metrics, docs, webhooks).
-  // One handler per limit, each with its limit as a number (a `max` function would be awaited on every request).
-  const handlers = new Map<number, ReturnType<FastifyInstance['rateLimit']>>();
-  const handlerOf = (max: number) => {
+  // Handlers per limit, each with its limit as a number (a `max` function would be awaited on every request): one
+  // that adds the RateLimit-* headers to answers under the limit, one that adds them to 429s only (the plugin's
+  // `addHeadersOnExceeding`), for keys far from their limit. Writing the three headers was about half of the
+  // limiter's cost per read (docs/rate-limits.md, "Cost").
+  type Handler = ReturnType<FastifyInstance['rateLimit']>;
+  const withHeaders = new Map<number, Handler>();
+  const without = new Map<number, Handler>();
+  const noHeadersUnderTheLimit = { 'ratelimit-limit': false, 'ratelimit-remaining': false, 'ratelimit-reset': false };
+  const handlerOf = (max: number, headers: boolean) => {
+    const handlers = headers ? withHeaders : without;
     let handler = handlers.get(max);
-    if (handler === undefined) handlers.set(max, (handler = app.rateLimit({ max })));
+    if (handler === undefined) {
+      // the plugin's README: a handler takes the settings of the plugin's registration (its types list fewer)
+      handler = app.rateLimit((headers ? { max } : { max, addHeadersOnExceeding: noHeadersUnderTheLimit }) as RateLimitOptions);
+      handlers.set(max, handler);
+    }
     return handler;
   };
   // Not an async function: it hands back the plugin's own promise (or a settled one) instead of wrapping it in
@@ -71,7 +86,9 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
     const key = request.apiKey;
     if (key === null) return NOT_COUNTED;
     const max = (key.companyId !== null ? counter.companyLimit(key.companyId) : undefined) ?? perMinute;
-    return handlerOf(max).call(app, request as never, reply as never) as Promise<void>;
+    // this request included (the plugin counts it next)
+    const headers = counter.used(key.keyId) + 1 >= max * RATE_LIMIT_HEADERS_FROM_USED;
+    return handlerOf(max, headers).call(app, request as never, reply as never) as Promise<void>;
   };
   app.addHook('onRoute', (route: RouteOptions) => {
     if (route.onRequest !== undefined) route.preValidation = [...asList(route.preValidation), limitAuthenticated];

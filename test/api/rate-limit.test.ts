@@ -37,9 +37,13 @@ describe('per-API-key rate limits', () => {
     retryAfter: res.headers['retry-after'],
   });
 
-  it('answers with the key window on every response, and 429 in the plain shape at the limit, while another company is unaffected', async () => {
+  it('answers with the key window once half of it is used, and 429 in the plain shape at the limit, while another company is unaffected', async () => {
     freshMinute(10);
-    for (const remaining of ['2', '1', '0']) {
+    // 1 of 3 used: far from the limit, no RateLimit-* headers (the IETF draft's "Performance Considerations")
+    const first = await get(EXAMPLE.key);
+    expect(first.statusCode).toBe(200);
+    expect(limitHeaders(first)).toEqual({ limit: undefined, remaining: undefined, reset: undefined, retryAfter: undefined });
+    for (const remaining of ['1', '0']) {
       const ok = await get(EXAMPLE.key);
       expect(ok.statusCode).toBe(200);
       expect(limitHeaders(ok)).toEqual({ limit: '3', remaining, reset: '50', retryAfter: undefined });
@@ -52,7 +56,8 @@ describe('per-API-key rate limits', () => {
     const other = await get(SECOND.key);
     expect(other.statusCode).toBe(200);
     expect(other.json().companyName).toBe('Ferreteria Sur');
-    expect(limitHeaders(other)).toEqual({ limit: '3', remaining: '2', reset: '50', retryAfter: undefined });
+    expect(limitHeaders(other)).toEqual({ limit: undefined, remaining: undefined, reset: undefined, retryAfter: undefined });
+    expect(limitHeaders(await get(SECOND.key))).toEqual({ limit: '3', remaining: '1', reset: '50', retryAfter: undefined });
   });
 
   it('limits every endpoint of the key, each in its own error shape, whether it authenticates on onRequest or preHandler', async () => {
@@ -74,7 +79,8 @@ describe('per-API-key rate limits', () => {
     const otherBulk = await get(SECOND.key, BULK_DETAIL);
     expect(otherBulk.statusCode).toBe(404);
     expect(otherBulk.json()).toEqual({ detail: 'Bulk send not found.' });
-    expect(limitHeaders(otherBulk)).toEqual({ limit: '3', remaining: '2', reset: '30', retryAfter: undefined });
+    expect(limitHeaders(otherBulk)).toEqual({ limit: undefined, remaining: undefined, reset: undefined, retryAfter: undefined }); // its first of 3
+    expect(limitHeaders(await get(SECOND.key, BULK_DETAIL))).toEqual({ limit: '3', remaining: '1', reset: '30', retryAfter: undefined });
   });
 
   it('counts a limited key\'s invalid requests too (refused with 429, not 400)', async () => {
@@ -92,7 +98,8 @@ describe('per-API-key rate limits', () => {
     clock += 1_000; // the next minute
     const next = await get(EXAMPLE.key);
     expect(next.statusCode).toBe(200);
-    expect(limitHeaders(next)).toEqual({ limit: '3', remaining: '2', reset: '60', retryAfter: undefined });
+    expect(limitHeaders(next)).toEqual({ limit: undefined, remaining: undefined, reset: undefined, retryAfter: undefined }); // the first of the new window
+    expect(limitHeaders(await get(EXAMPLE.key))).toEqual({ limit: '3', remaining: '1', reset: '60', retryAfter: undefined });
   });
 
   it('does not count requests without an authenticated key: health, metrics, the webhook ingress, a rejected key', async () => {
@@ -109,7 +116,8 @@ describe('per-API-key rate limits', () => {
     const handshake = await get(undefined, '/webhooks/provider?hub.mode=subscribe&hub.verify_token=test-verify-token&hub.challenge=42');
     expect(handshake.statusCode).toBe(200);
     expect(handshake.headers['ratelimit-limit']).toBeUndefined();
-    expect(limitHeaders(await get(EXAMPLE.key))).toEqual({ limit: '3', remaining: '2', reset: '60', retryAfter: undefined });
+    expect((await get(EXAMPLE.key)).statusCode).toBe(200);
+    expect(limitHeaders(await get(EXAMPLE.key))).toEqual({ limit: '3', remaining: '1', reset: '60', retryAfter: undefined }); // none of the above counted
   });
 
   it('applies a company\'s own limit (set by the operator) to its keys and leaves the others at the default', async () => {
@@ -123,15 +131,35 @@ describe('per-API-key rate limits', () => {
       const limited = await get(SECOND.key);
       expect(limited.statusCode).toBe(429);
       expect(limited.json()).toEqual({ error: 'rate limit exceeded: at most 1 request per minute per API key; retry in 40 seconds' });
-      expect(limitHeaders(await get(EXAMPLE.key))).toEqual({ limit: '3', remaining: '2', reset: '40', retryAfter: undefined });
+      expect((await get(EXAMPLE.key)).statusCode).toBe(200);
+      expect(limitHeaders(await get(EXAMPLE.key))).toEqual({ limit: '3', remaining: '1', reset: '40', retryAfter: undefined });
     } finally {
       expect(await setCompanyRateLimit(t.services, SECOND.companyId, null, { actor: 'test' })).toBe(true);
       await t.app.rateLimitCounter!.refreshLimits();
     }
     freshMinute(0);
-    expect(limitHeaders(await get(SECOND.key))).toEqual({ limit: '3', remaining: '2', reset: '60', retryAfter: undefined });
+    expect((await get(SECOND.key)).statusCode).toBe(200);
+    expect(limitHeaders(await get(SECOND.key))).toEqual({ limit: '3', remaining: '1', reset: '60', retryAfter: undefined });
     expect(await setCompanyRateLimit(t.services, SECOND.companyId, null, { actor: 'test' })).toBe(false);
     await expect(setCompanyRateLimit(t.services, 999, 5, { actor: 'test' })).rejects.toMatchObject({ code: 'UNKNOWN_COMPANY', message: 'no company 999' });
+  });
+
+  it('adds the RateLimit-* headers once the key has used half of its window (limit 10: from the fifth answer), and to every 429', async () => {
+    expect(await setCompanyRateLimit(t.services, SECOND.companyId, 10, { actor: 'test' })).toBe(true);
+    await t.app.rateLimitCounter!.refreshLimits();
+    try {
+      freshMinute(15);
+      const answers = [];
+      for (let i = 0; i < 11; i++) answers.push(await get(SECOND.key));
+      expect(answers.map((a) => a.statusCode)).toEqual([...Array(10).fill(200), 429]);
+      expect(answers.slice(0, 4).map(limitHeaders)).toEqual(Array(4).fill({ limit: undefined, remaining: undefined, reset: undefined, retryAfter: undefined }));
+      expect(answers.slice(4, 10).map((a) => limitHeaders(a).remaining)).toEqual(['5', '4', '3', '2', '1', '0']);
+      expect(limitHeaders(answers[4])).toEqual({ limit: '10', remaining: '5', reset: '45', retryAfter: undefined });
+      expect(limitHeaders(answers[10])).toEqual({ limit: '10', remaining: '0', reset: '45', retryAfter: '45' });
+    } finally {
+      expect(await setCompanyRateLimit(t.services, SECOND.companyId, null, { actor: 'test' })).toBe(true);
+      await t.app.rateLimitCounter!.refreshLimits();
+    }
   });
 
   it('shares the count between two app instances on the same database', async () => {

@@ -84,6 +84,23 @@ describe('RateLimitCounter on Postgres', () => {
     expect(admitted).toBeLessThanOrEqual(max + (processes.length - 1) * 2 * perInterval);
   });
 
+  it('tells how much of the current window a key used (every process\'s after a sync) without counting a request', async () => {
+    const a = counter();
+    const b = counter();
+    expect(a.used('k1')).toBe(0);
+    a.incr('k1');
+    a.incr('k1');
+    expect([a.used('k1'), a.used('k1'), b.used('k1')]).toEqual([2, 2, 0]);
+    b.incr('k1');
+    await a.sync();
+    await b.sync(); // adds its 1 to a's 2
+    expect([a.used('k1'), b.used('k1')]).toEqual([2, 3]);
+    await a.sync();
+    expect(a.used('k1')).toBe(3);
+    clock = T0 + WINDOW; // the next window
+    expect(a.used('k1')).toBe(0);
+  });
+
   it('starts each window from zero and deletes windows that ended', async () => {
     const a = counter();
     for (let i = 0; i < 3; i++) a.incr('k1');

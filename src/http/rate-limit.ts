@@ -14,7 +14,7 @@ import { RateLimitCounter, storeOf } from './rate-limit-store';
 
 export const RATE_LIMIT_WINDOW_MS = 60_000;
 /** Answers under the limit carry the RateLimit-* headers once this share of the key's window is used. */
-export const RATE_LIMIT_HEADERS_FROM_USED = 0.5;
+const RATE_LIMIT_HEADERS_FROM_USED = 0.5;
 const LIMITS_REFRESH_MS = 5_000;
 const NOT_COUNTED: Promise<void> = Promise.resolve();
 

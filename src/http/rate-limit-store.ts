@@ -80,7 +80,7 @@ export class RateLimitCounter {
   /** Counts one request of `key`. */
   incr(key: string): WindowCount {
     const now = this.options.now();
-    const windowStart = now - (now % this.options.windowMs);
+    const windowStart = this.windowStartAt(now);
     let entry = this.entries.get(key);
     if (entry === undefined || entry.windowStart !== windowStart) {
       entry = { windowStart, pending: 0, inFlight: 0, synced: 0 };
@@ -93,9 +93,12 @@ export class RateLimitCounter {
   /** Requests of `key` counted in the current window so far (this process's unsynced ones included); not one more. */
   used(key: string): number {
     const entry = this.entries.get(key);
-    if (entry === undefined) return 0;
-    const now = this.options.now();
-    return entry.windowStart === now - (now % this.options.windowMs) ? entry.synced + entry.inFlight + entry.pending : 0;
+    return entry !== undefined && entry.windowStart === this.windowStartAt(this.options.now()) ? entry.synced + entry.inFlight + entry.pending : 0;
+  }
+
+  /** Windows are aligned to the epoch, so every process agrees where one starts. */
+  private windowStartAt(now: number): number {
+    return now - (now % this.options.windowMs);
   }
 
   /** The operator-set limit of a company, if any (as last refreshed). */

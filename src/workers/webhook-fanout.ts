@@ -85,12 +85,9 @@ const FULL_CHECK_EVERY_MS = 10_000;
  * would hold back every reader of the event log (readAll stops below the oldest running transaction).
  */
 export async function fanOutBatch(services: Services, batchSize: number, idle: IdleHint = {}): Promise<number> {
-  const after = idle.nothingAfter;
+  const { nothingAfter, since = 0 } = idle;
+  if (nothingAfter !== undefined && Date.now() - since < FULL_CHECK_EVERY_MS && (await services.store.readAll(nothingAfter, 1)).events.length === 0) return 0;
   idle.nothingAfter = undefined;
-  if (after !== undefined && Date.now() - (idle.since ?? 0) < FULL_CHECK_EVERY_MS && (await services.store.readAll(after, 1)).events.length === 0) {
-    idle.nothingAfter = after;
-    return 0;
-  }
   const client = await services.pool.connect();
   let locked = false;
   let broken: Error | undefined;

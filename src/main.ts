@@ -18,8 +18,9 @@ import type { EventStore } from './ports/event-store';
 import type { MessagingProvider } from './ports/provider';
 import type { RecordTransport } from './ports/transport';
 import { allProjections } from './projections/registry';
+import { deliveryBacklog } from './projections/webhooks/deliveries';
 import type { Secrets, Services } from './services';
-import { createMetrics, exposeCreationGroupCommit } from './shared/metrics';
+import { createMetrics, exposeCreationGroupCommit, exposeWebhookBacklog } from './shared/metrics';
 import { retryTransient } from './shared/retry';
 import { postgresTarget, startupStep, waitUntilAnswers } from './shared/startup-step';
 import { startWorkers, type Workers } from './workers';
@@ -85,6 +86,8 @@ export function assembleServices(input: AssembleInput): Services {
   const runner = new ProjectionRunner(input.pool, store, allProjections, { logger: input.logger });
   const metrics = createMetrics();
   if (input.store instanceof PostgresEventStore) exposeCreationGroupCommit(metrics, input.store.creations.stats);
+  const now = input.now ?? (() => new Date());
+  exposeWebhookBacklog(metrics, () => deliveryBacklog(input.pool, now()));
   return {
     config: input.config,
     secrets: input.secrets,
@@ -98,7 +101,7 @@ export function assembleServices(input: AssembleInput): Services {
     provider: input.provider ?? createProvider(input.config.provider, input.transport, input.logger),
     metrics,
     logger: input.logger,
-    now: input.now ?? (() => new Date()),
+    now,
   };
 }
 

@@ -5,6 +5,7 @@ import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/we
 import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { type AttemptRecord, type ClaimedDelivery, claimDueDeliveries, recordAttempts, releaseDeliveries, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import { endpointsById, type WebhookEndpointRow } from '../projections/webhooks/queries';
+import type { WebhookAttemptOutcome } from '../shared/metrics';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { registerIntake } from './webhook-handoff';
 import { FAILING_DISABLE_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS } from './webhook-schedule';
@@ -65,6 +66,10 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   };
   const deps: WebhookEndpointDeps = { store: services.store, waiter: services.runner, box, now: services.now };
   const schedule = options.schedule ?? RETRY_SCHEDULE_MS;
+  const countAttempt = (outcome: WebhookAttemptOutcome, latencyMs: number) => {
+    services.metrics.webhookAttempts.labels(outcome).inc();
+    services.metrics.webhookAttemptDuration.labels(outcome).observe(latencyMs / 1000);
+  };
   let running = true;
 
   // fresh deliveries the fan-out handed over, oldest first: at most a batch for each round in flight
@@ -127,6 +132,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     const disable: Array<{ endpoint: WebhookEndpointRow; reason: 'gone' | 'failing' }> = [];
     const rows = results.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
       const ok = res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;
+      countAttempt(ok ? 'success' : res.failure ?? 'http_error', res.latencyMs);
       const attempts = d.attempts + 1;
       const gone = res.statusCode === 410;
       const delay = ok || gone ? undefined : nextRetryDelay(schedule, attempts, options.random);
@@ -142,9 +148,10 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     const recovered = [...okEndpoints].filter((id) => endpoints.get(id)!.failingSince !== null);
     const failing = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.has(id));
     const stale = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
+    services.metrics.webhookDeliveriesFailed.inc(rows.filter((r) => r.status === 'failed').length);
     for (const id of stale) disable.push({ endpoint: endpoints.get(id)!, reason: 'failing' });
     for (const { endpoint, reason } of disable) {
-      await disableFailingEndpoint(deps, endpoint.companyId, endpoint.endpointId, reason);
+      if (await disableFailingEndpoint(deps, endpoint.companyId, endpoint.endpointId, reason)) services.metrics.webhookEndpointsDisabled.labels(reason).inc();
       await setDeliveriesAside(services.pool, endpoint.endpointId);
       services.logger.warn({ endpointId: endpoint.endpointId, reason }, 'webhook endpoint disabled');
     }

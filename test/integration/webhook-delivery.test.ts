@@ -177,7 +177,7 @@ describe('webhook address guard', () => {
     expect(err).toBeInstanceOf(ForbiddenAddressError);
     const client = new WebhookHttpClient({ timeoutMs: 2000, maxBodyBytes: 1024, allowPrivate: false });
     const res = await client.post({ url: 'http://127.0.0.1:9/x', headers: {}, body: '{}' });
-    expect(res).toMatchObject({ statusCode: null, error: '127.0.0.1 is a forbidden address' });
+    expect(res).toMatchObject({ statusCode: null, failure: 'address_refused', error: '127.0.0.1 is a forbidden address' });
     client.close();
   });
 });

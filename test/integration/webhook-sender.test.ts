@@ -181,14 +181,25 @@ describe('webhook sender', () => {
       const client = new WebhookHttpClient({ timeoutMs: 300, maxBodyBytes: 1024, allowPrivate: true });
       const res = await client.post({ url: `http://127.0.0.1:${port}/slow`, headers: {}, body: '{}' });
       client.close();
-      expect(res).toEqual({ statusCode: null, error: 'timed out after 300 ms', body: '', latencyMs: expect.any(Number) });
+      expect(res).toEqual({ statusCode: null, failure: 'timeout', error: 'timed out after 300 ms', body: '', latencyMs: expect.any(Number) });
     });
 
     it('reads the response body up to the cap only', async () => {
       const client = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: true });
       const res = await client.post({ url: `http://127.0.0.1:${port}/big`, headers: {}, body: '{}' });
       client.close();
-      expect(res).toEqual({ statusCode: 200, error: null, body: 'x'.repeat(1000), latencyMs: expect.any(Number) });
+      expect(res).toEqual({ statusCode: 200, failure: null, error: null, body: 'x'.repeat(1000), latencyMs: expect.any(Number) });
+    });
+
+    it('a connection that fails: no status, failure connection_error', async () => {
+      const closed = createServer();
+      await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+      const closedPort = (closed.address() as AddressInfo).port;
+      await new Promise<void>((ok) => closed.close(() => ok()));
+      const client = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: true });
+      const res = await client.post({ url: `http://127.0.0.1:${closedPort}/`, headers: {}, body: '{}' });
+      client.close();
+      expect(res).toMatchObject({ statusCode: null, failure: 'connection_error', error: expect.stringContaining('ECONNREFUSED') });
     });
 
     it('refuses, at connection time, a public name whose DNS answer now points to a private address (rebinding)', async () => {
@@ -197,7 +208,7 @@ describe('webhook sender', () => {
       const client = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: false, resolve: rebound });
       const res = await client.post({ url: `http://hooks.example:${port}/big`, headers: {}, body: '{}' });
       client.close();
-      expect(res).toMatchObject({ statusCode: null, error: 'hooks.example resolves to a forbidden address (127.0.0.1)' });
+      expect(res).toMatchObject({ statusCode: null, failure: 'address_refused', error: 'hooks.example resolves to a forbidden address (127.0.0.1)' });
       const allowed = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, resolve: rebound });
       expect(await allowed.post({ url: `http://127.0.0.1:${port}/big`, headers: {}, body: '{}' })).toMatchObject({ statusCode: 200 });
       allowed.close();

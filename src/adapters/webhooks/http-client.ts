@@ -1,5 +1,5 @@
 import { Agent } from 'undici';
-import { guardLookup, guardedLookup, literalHostRefusal, type Resolver } from './address-guard';
+import { ForbiddenAddressError, guardLookup, guardedLookup, literalHostRefusal, type Resolver } from './address-guard';
 
 export interface WebhookPost {
   url: string;
@@ -7,9 +7,13 @@ export interface WebhookPost {
   body: string;
 }
 
+/** Why no response arrived: the whole request timed out, the connection failed, or the address was refused (SSRF guard). */
+export type WebhookFailure = 'timeout' | 'connection_error' | 'address_refused';
+
 export interface WebhookResponse {
-  /** null when no response arrived (timeout, connection error, refused address) */
+  /** null when no response arrived (then `failure` says why) */
   statusCode: number | null;
+  failure: WebhookFailure | null;
   latencyMs: number;
   error: string | null;
   /** at most maxBodyBytes of the response body */
@@ -42,7 +46,7 @@ export class WebhookHttpClient {
     const elapsed = () => Number((process.hrtime.bigint() - started) / 1_000_000n);
     const url = new URL(request.url);
     const refusal = this.options.allowPrivate ? null : literalHostRefusal(url);
-    if (refusal) return Promise.resolve({ statusCode: null, error: refusal, body: '', latencyMs: elapsed() });
+    if (refusal) return Promise.resolve({ statusCode: null, failure: 'address_refused', error: refusal, body: '', latencyMs: elapsed() });
     const max = this.options.maxBodyBytes;
     return new Promise((resolve) => {
       let settled = false;
@@ -56,10 +60,10 @@ export class WebhookHttpClient {
         clearTimeout(timer);
         resolve({ ...r, latencyMs: elapsed() });
       };
-      const answered = () => finish({ statusCode, error: null, body: Buffer.concat(chunks).toString('utf8') });
+      const answered = () => finish({ statusCode, failure: null, error: null, body: Buffer.concat(chunks).toString('utf8') });
       const timer = setTimeout(() => {
         const error = `timed out after ${this.options.timeoutMs} ms`;
-        finish({ statusCode: null, error, body: '' });
+        finish({ statusCode: null, failure: 'timeout', error, body: '' });
         abort?.(new Error(error));
       }, this.options.timeoutMs);
       // undici's handler API: no response stream or AbortController per request (the sender posts thousands a second)
@@ -90,7 +94,12 @@ export class WebhookHttpClient {
             return false;
           },
           onComplete: answered,
-          onError: (err) => finish({ statusCode: null, error: err.message || String(err), body: '' }),
+          onError: (err) => finish({
+            statusCode: null,
+            failure: err instanceof ForbiddenAddressError ? 'address_refused' : 'connection_error',
+            error: err.message || String(err),
+            body: '',
+          }),
         },
       );
     });

@@ -63,6 +63,8 @@ export async function deleteWebhookEndpoint(deps: WebhookEndpointDeps, who: Acto
 }
 
 /** The delivery worker's disable: the endpoint answered 410, or failed every attempt for 5 days. */
-export async function disableFailingEndpoint(deps: WebhookEndpointDeps, companyId: number, endpointId: string, reason: 'gone' | 'failing'): Promise<void> {
-  await run(deps, endpointId, { type: 'DisableEndpoint', reason, now: deps.now() }, { actor: 'system', companyId });
+/** Whether this call disabled it (false: it was disabled or deleted already). */
+export async function disableFailingEndpoint(deps: WebhookEndpointDeps, companyId: number, endpointId: string, reason: 'gone' | 'failing'): Promise<boolean> {
+  const result = await run(deps, endpointId, { type: 'DisableEndpoint', reason, now: deps.now() }, { actor: 'system', companyId });
+  return result.events.length > 0;
 }

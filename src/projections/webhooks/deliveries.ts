@@ -88,6 +88,26 @@ export async function claimDueDeliveries(pool: Pool, now: Date, limit: number, l
   });
 }
 
+/** The backlog gauges count due deliveries up to this many (docs/webhooks.md, "Operating"). */
+export const BACKLOG_COUNT_CAP = 10_000;
+
+/**
+ * The deliveries a sender could claim now (due, of enabled endpoints), counted up to BACKLOG_COUNT_CAP, and how long
+ * the oldest has been due: read along the due index in order, as the claim reads it.
+ */
+export async function deliveryBacklog(db: Db, now: Date): Promise<{ due: number; oldestDueSeconds: number }> {
+  const r = await db.query<{ due: number; oldest_due_seconds: number }>({
+    name: 'webhooks_delivery_backlog',
+    text: `SELECT count(*)::int AS due, COALESCE(EXTRACT(EPOCH FROM ($1::timestamptz - min(next_attempt_at))), 0)::float8 AS oldest_due_seconds
+             FROM (SELECT c.next_attempt_at FROM webhooks.deliveries c
+                    WHERE c.status = 'pending' AND c.next_attempt_at <= $1
+                      AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
+                    ORDER BY c.next_attempt_at LIMIT $2) due`,
+    values: [now, BACKLOG_COUNT_CAP],
+  });
+  return { due: r.rows[0].due, oldestDueSeconds: r.rows[0].oldest_due_seconds };
+}
+
 export interface AttemptRecord {
   deliveryId: string;
   endpointId: string;

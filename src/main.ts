@@ -18,13 +18,15 @@ import type { EventStore } from './ports/event-store';
 import type { MessagingProvider } from './ports/provider';
 import type { RecordTransport } from './ports/transport';
 import { allProjections } from './projections/registry';
+import { readProjectionHealth } from './projections/store';
 import { deliveryBacklog } from './projections/webhooks/deliveries';
 import type { Secrets, Services } from './services';
-import { createMetrics, exposeCreationGroupCommit, exposeWebhookBacklog } from './shared/metrics';
+import { createMetrics, exposeCreationGroupCommit, exposeProjectionHealth, exposeWebhookBacklog } from './shared/metrics';
 import { retryTransient } from './shared/retry';
 import { postgresTarget, startupStep, waitUntilAnswers } from './shared/startup-step';
 import { startWorkers, type Workers } from './workers';
 import { ProjectionRunner } from './workers/projection-runner';
+import { fanOutLagSeconds } from './workers/webhook-fanout';
 
 export type Role = 'serve' | 'worker' | 'cli';
 
@@ -87,7 +89,11 @@ export function assembleServices(input: AssembleInput): Services {
   const metrics = createMetrics();
   if (input.store instanceof PostgresEventStore) exposeCreationGroupCommit(metrics, input.store.creations.stats);
   const now = input.now ?? (() => new Date());
-  exposeWebhookBacklog(metrics, () => deliveryBacklog(input.pool, now()));
+  exposeWebhookBacklog(metrics, async () => ({
+    ...(await deliveryBacklog(input.pool, now())),
+    fanOutLagSeconds: await fanOutLagSeconds({ pool: input.pool, store }, now()),
+  }));
+  exposeProjectionHealth(metrics, () => readProjectionHealth(input.pool, store, allProjections, now()));
   return {
     config: input.config,
     secrets: input.secrets,

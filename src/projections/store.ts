@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
-import type { Position } from '../ports/event-store';
+import type { EventStore, Position } from '../ports/event-store';
 import type { Projection } from './projection';
+import type { ProjectionHealth } from '../shared/metrics';
 import { withTransaction } from '../shared/tx';
 
 // Checkpoint bookkeeping shared by the runner, the rebuild and `projections status`.
@@ -18,6 +19,33 @@ export interface CheckpointRow {
 
 export async function readCheckpoints(db: Pool | PoolClient): Promise<CheckpointRow[]> {
   return (await db.query<CheckpointRow>('SELECT * FROM projections.checkpoints ORDER BY name')).rows;
+}
+
+/** How far a reader at `position` is behind the log: the age of the first event after it (by its `at`), 0 at the head. */
+export async function secondsBehind(store: Pick<EventStore, 'readAll'>, position: Position, now: Date): Promise<number> {
+  const [next] = (await store.readAll(position, 1)).events;
+  return next === undefined ? 0 : Math.max(0, (now.getTime() - Date.parse(next.metadata.at)) / 1000);
+}
+
+/**
+ * Each created projection's state and lag, from its stored checkpoint: the age of the first event after it (by the
+ * event's `at`), 0 at the head. A checkpoint passing events a projection does not handle is stored within about a
+ * second (the runner), so a healthy projection shows at most a second or two.
+ */
+export async function readProjectionHealth(
+  db: Pool,
+  store: Pick<EventStore, 'readAll'>,
+  projections: readonly Projection[],
+  now: Date,
+): Promise<ProjectionHealth[]> {
+  const checkpoints = new Map((await readCheckpoints(db)).map((c) => [c.name, c]));
+  const health: ProjectionHealth[] = [];
+  for (const p of projections) {
+    const cp = checkpoints.get(p.name);
+    if (cp === undefined) continue;
+    health.push({ projection: p.name, failing: cp.state === 'failing', lagSeconds: await secondsBehind(store, cp.position, now) });
+  }
+  return health;
 }
 
 export async function readCheckpoint(db: Pool | PoolClient, name: string): Promise<CheckpointRow | undefined> {

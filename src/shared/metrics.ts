@@ -73,28 +73,36 @@ export interface WebhookBacklog {
   due: number;
   /** how long the oldest of them has been due, in seconds (0 when none is) */
   oldestDueSeconds: number;
+  /** how far the fan-out (which queues the deliveries) is behind the event log, in seconds */
+  fanOutLagSeconds: number;
 }
 
-/** Scrapes read the backlog at most once a second, whatever their number (/metrics needs no key). */
-const BACKLOG_READ_EVERY_MS = 1_000;
+/** Values read from the database at scrape time are read at most once a second, whatever the number of scrapes (/metrics needs no key). */
+const SCRAPE_READ_EVERY_MS = 1_000;
 
-/**
- * The client webhook queue as gauges, read at scrape time: `switchboard_webhook_deliveries_due` and
- * `switchboard_webhook_oldest_due_seconds` (the signal that senders fall behind). The same values on every
- * process: aggregate them with max, not sum.
- */
-export function exposeWebhookBacklog(metrics: Metrics, read: () => Promise<WebhookBacklog>): void {
-  let last: { at: number; value: Promise<WebhookBacklog> } | undefined;
-  const current = () => {
-    if (last === undefined || Date.now() - last.at >= BACKLOG_READ_EVERY_MS) {
+/** `read`, shared by the scrapes of one second; a failed read is tried again at the next scrape. */
+function scrapeTimeReader<T>(read: () => Promise<T>): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | undefined;
+  return () => {
+    if (last === undefined || Date.now() - last.at >= SCRAPE_READ_EVERY_MS) {
       const reading = { at: Date.now(), value: read() };
       reading.value.catch(() => {
-        if (last === reading) last = undefined; // a failed read is tried again at the next scrape
+        if (last === reading) last = undefined;
       });
       last = reading;
     }
     return last.value;
   };
+}
+
+/**
+ * The client webhook queue as gauges, read at scrape time: `switchboard_webhook_deliveries_due`,
+ * `switchboard_webhook_oldest_due_seconds` (the signal that senders fall behind) and
+ * `switchboard_webhook_fanout_lag_seconds` (that the fan-out queueing them does). The same values on every process:
+ * aggregate them with max, not sum.
+ */
+export function exposeWebhookBacklog(metrics: Metrics, read: () => Promise<WebhookBacklog>): void {
+  const current = scrapeTimeReader(read);
   const gaugeOf = (name: string, help: string, pick: (b: WebhookBacklog) => number) =>
     new Gauge({
       name,
@@ -110,6 +118,42 @@ export function exposeWebhookBacklog(metrics: Metrics, read: () => Promise<Webho
     });
   gaugeOf('switchboard_webhook_deliveries_due', 'client webhook deliveries due now and not taken by a sender (counted up to 10,000)', (b) => b.due);
   gaugeOf('switchboard_webhook_oldest_due_seconds', 'how long the oldest due client webhook delivery has waited for a sender, in seconds', (b) => b.oldestDueSeconds);
+  gaugeOf('switchboard_webhook_fanout_lag_seconds', 'age of the oldest event the webhook fan-out has not passed yet, in seconds (0 at the head of the log)', (b) => b.fanOutLagSeconds);
+}
+
+/** A read model's health as its stored checkpoint shows it (docs/core.md, "Projections"). */
+export interface ProjectionHealth {
+  projection: string;
+  /** its last batch failed (the runner retries it with backoff) */
+  failing: boolean;
+  /** how old the oldest event after its checkpoint is, in seconds (0 when it is at the head of the log) */
+  lagSeconds: number;
+}
+
+/**
+ * The projections as gauges, read at scrape time: `switchboard_projection_lag_seconds{projection}` and
+ * `switchboard_projection_failing{projection}`. The same values on every process (the checkpoints are shared). A
+ * failed read leaves both out of that scrape.
+ */
+export function exposeProjectionHealth(metrics: Metrics, read: () => Promise<ProjectionHealth[]>): void {
+  const current = scrapeTimeReader(read);
+  const gaugeOf = (name: string, help: string, pick: (h: ProjectionHealth) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['projection'],
+      registers: [metrics.registry],
+      async collect() {
+        this.reset();
+        try {
+          for (const h of await current()) this.labels(h.projection).set(pick(h));
+        } catch {
+          // the database did not answer (/readyz says so): no sample rather than an old one
+        }
+      },
+    });
+  gaugeOf('switchboard_projection_lag_seconds', 'age of the oldest event a read model has not passed yet, in seconds (0 at the head of the log)', (h) => h.lagSeconds);
+  gaugeOf('switchboard_projection_failing', '1 while a read model\'s last batch failed (the runner retries it), else 0', (h) => (h.failing ? 1 : 0));
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Services } from '../services';
 import { START, type Position } from '../ports/event-store';
 import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
+import { secondsBehind } from '../projections/store';
 import { inTransaction } from '../shared/tx';
 import { enabledEndpointsOf } from '../projections/webhooks/queries';
 import { sendsProjection } from '../projections/sends/projection';
@@ -17,6 +18,12 @@ import { intakeOf } from './webhook-handoff';
 const NAME = 'fanout';
 const LOCK = 'webhooks:fanout';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** How far the fan-out is behind the log, in seconds (GET /metrics; 0 before it ever ran, at the head, or caught up). */
+export async function fanOutLagSeconds(services: Pick<Services, 'pool' | 'store'>, now: Date): Promise<number> {
+  const cp = await services.pool.query<{ position: string }>('SELECT position FROM webhooks.fanout_checkpoint WHERE name = $1', [NAME]);
+  return cp.rows.length === 0 ? 0 : secondsBehind(services.store, cp.rows[0].position as Position, now);
+}
 
 export interface FanOutOptions {
   batchSize?: number;

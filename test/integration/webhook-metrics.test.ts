@@ -1,8 +1,9 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { queueDeliveries } from '../../src/projections/webhooks/deliveries';
+import { startWebhookFanOut } from '../../src/workers/webhook-fanout';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
-import { SHOP, waitUntil } from '../support/sends';
+import { invoiceVariables, SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
 
 // Client webhooks on GET /metrics (docs/webhooks.md, "Operating"), on real Postgres and a real receiver: the
@@ -117,5 +118,27 @@ describe('webhook metrics', () => {
     const aside = await scrape();
     expect(sample(aside, 'switchboard_webhook_deliveries_due')).toBe(dueBefore);
     expect(sample(aside, 'switchboard_webhook_oldest_due_seconds')).toBeLessThan(3_600);
+  });
+
+  it('the fan-out lag: the age of the first event the fan-out has not passed, 0 once it has', async () => {
+    const fanOutLag = async () => {
+      await new Promise((r) => setTimeout(r, 1_100));
+      return sample(await scrape(), 'switchboard_webhook_fanout_lag_seconds');
+    };
+    let fanOut = startWebhookFanOut(t.services, { pollMs: 20 });
+    await waitUntil(async () => (await fanOutLag()) === 0, 10_000, 'the fan-out at the head');
+    await fanOut.stop();
+    const sent = await t.app.inject({
+      method: 'POST', url: '/api/v1/platform-templates/send/', headers: { 'x-api-key': SHOP.key },
+      payload: { phone_number_id: SHOP.number.phoneNumberId, template_name: 'invoice_ready', language: 'es', recipient_phone: '+5491155551234', variables: invoiceVariables, button_variables: { button_0: 'F-0001' } },
+    });
+    expect(sent.statusCode).toBe(200);
+    expect(await fanOutLag()).toBeGreaterThanOrEqual(1); // the send's events, a second old, not fanned out
+    fanOut = startWebhookFanOut(t.services, { pollMs: 20 });
+    try {
+      await waitUntil(async () => (await fanOutLag()) === 0, 10_000, 'the fan-out caught up');
+    } finally {
+      await fanOut.stop();
+    }
   });
 });

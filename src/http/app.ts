@@ -11,7 +11,7 @@ import type { Services } from '../services';
 import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
 import { fieldErrors, registerErrorHandling } from './errors';
-import { registerIdempotency } from './idempotency';
+import { registerIdempotency, REPLAYED_HEADER } from './idempotency';
 import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
@@ -76,9 +76,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
 
   app.addHook('onResponse', async (request, reply) => {
-    services.metrics.httpDuration
-      .labels(request.method, request.routeOptions?.url ?? 'unmatched', String(reply.statusCode))
-      .observe(reply.elapsedTime / 1000);
+    const route = request.routeOptions?.url ?? 'unmatched';
+    services.metrics.httpDuration.labels(request.method, route, String(reply.statusCode)).observe(reply.elapsedTime / 1000);
+    if (reply.getHeader(REPLAYED_HEADER) !== undefined) services.metrics.idempotentReplays.labels(route).inc();
   });
 
   await app.register(fastifySwagger, {

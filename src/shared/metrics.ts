@@ -5,6 +5,8 @@ export interface Metrics {
   httpDuration: Histogram<'method' | 'route' | 'status'>;
   deadLetters: Counter<'topic'>;
   eventsAppended: Counter<'type'>;
+  /** answers replayed under an Idempotency-Key (docs/idempotency.md) */
+  idempotentReplays: Counter<'route'>;
   /** client webhook attempts of this process's sender (docs/webhooks.md, "Operating") */
   webhookAttempts: Counter<'outcome'>;
   webhookAttemptDuration: Histogram<'outcome'>;
@@ -38,6 +40,12 @@ export function createMetrics(): Metrics {
       name: 'switchboard_events_appended_total',
       help: 'events appended by this process, by type',
       labelNames: ['type'],
+      registers: [registry],
+    }),
+    idempotentReplays: new Counter({
+      name: 'switchboard_idempotent_replays_total',
+      help: 'answers this process replayed for a repeated Idempotency-Key (header Idempotent-Replayed), by route',
+      labelNames: ['route'],
       registers: [registry],
     }),
     webhookAttempts: new Counter({

@@ -105,6 +105,22 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(provider.calls).toBe(3);
   });
 
+  it('replays are counted on GET /metrics by route (switchboard_idempotent_replays_total); first answers are not', async () => {
+    const replays = async (route: string) => {
+      const series = `switchboard_idempotent_replays_total{route="${route}"} `;
+      const line = (await t.app.inject({ method: 'GET', url: '/metrics' })).body.split('\n').find((l) => l.startsWith(series));
+      return line === undefined ? 0 : Number(line.slice(series.length));
+    };
+    const upsert = () => t.app.inject({
+      method: 'POST', url: UPSERT, payload: { phone: '+5491155559930', full_name: 'Nora' }, headers: { 'x-api-key': SHOP.key, 'idempotency-key': 'counted-upsert' },
+    });
+    const before = { send: await replays(SEND), upsert: await replays(UPSERT) };
+    for (let i = 0; i < 3; i++) expect((await send(welcome('+5491155550053'), 'counted-send')).statusCode).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await upsert()).statusCode).toBe(201);
+    await send(welcome('+5491155550054')); // unkeyed
+    expect({ send: (await replays(SEND)) - before.send, upsert: (await replays(UPSERT)) - before.upsert }).toEqual({ send: 2, upsert: 1 });
+  });
+
   it('the same key with a different body is 422 in the route\'s shape and sends nothing', async () => {
     await send(welcome('+5491155550052'), 'reused-1');
     const res = await send(welcome('+5491155550053'), 'reused-1');

@@ -62,8 +62,10 @@ export async function deleteWebhookEndpoint(deps: WebhookEndpointDeps, who: Acto
   await run(deps, endpointId, { type: 'DeleteEndpoint', now: deps.now() }, who);
 }
 
-/** The delivery worker's disable: the endpoint answered 410, or failed every attempt for 5 days. */
-/** Whether this call disabled it (false: it was disabled or deleted already). */
+/**
+ * The delivery worker's disable: the endpoint answered 410, or failed every attempt for 5 days. Whether this call
+ * disabled it (false: it was disabled or deleted already).
+ */
 export async function disableFailingEndpoint(deps: WebhookEndpointDeps, companyId: number, endpointId: string, reason: 'gone' | 'failing'): Promise<boolean> {
   const result = await run(deps, endpointId, { type: 'DisableEndpoint', reason, now: deps.now() }, { actor: 'system', companyId });
   return result.events.length > 0;

@@ -1,6 +1,5 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { queueDeliveries } from '../../src/projections/webhooks/deliveries';
 import { startWebhookFanOut } from '../../src/workers/webhook-fanout';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { invoiceVariables, SHOP, waitUntil } from '../support/sends';
@@ -16,12 +15,9 @@ describe('webhook metrics', () => {
   let t: WebhookTestBed['t'];
   let receiver: WebhookTestBed['receiver'];
   let register: WebhookTestBed['register'];
-  useWebhookTestBed((bed) => ({ t, receiver, register } = bed));
+  let queue: WebhookTestBed['queue'];
+  useWebhookTestBed((bed) => ({ t, receiver, register, queue } = bed));
 
-  const queue = (endpointId: string, count: number, prefix: string, now = t.services.now()) =>
-    queueDeliveries(t.db.pool, Array.from({ length: count }, (_, i) => ({
-      endpointId, companyId: SHOP.companyId, webhookId: `msg_${prefix}${i}`, eventType: 'message.sent', payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { i } }),
-    })), now);
   const scrape = async () => {
     const res = await t.app.inject({ method: 'GET', url: '/metrics' });
     expect(res.statusCode).toBe(200);

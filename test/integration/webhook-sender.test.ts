@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Resolver } from '../../src/adapters/webhooks/address-guard';
 import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
-import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, queueDeliveries } from '../../src/projections/webhooks/deliveries';
+import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING } from '../../src/projections/webhooks/deliveries';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
 import { startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
 import { SHOP, waitUntil } from '../support/sends';
@@ -18,11 +18,8 @@ describe('webhook sender', () => {
   let t: WebhookTestBed['t'];
   let receiver: WebhookTestBed['receiver'];
   let register: WebhookTestBed['register'];
-  useWebhookTestBed((bed) => ({ t, receiver, register } = bed));
-  const queue = (endpointId: string, count: number, prefix: string, now = t.services.now()) =>
-    queueDeliveries(t.db.pool, Array.from({ length: count }, (_, i) => ({
-      endpointId, companyId: SHOP.companyId, webhookId: `msg_${prefix}${i}`, eventType: 'message.sent', payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { i } }),
-    })), now);
+  let queue: WebhookTestBed['queue'];
+  useWebhookTestBed((bed) => ({ t, receiver, register, queue } = bed));
 
   // the blocks one claim reads, as the sender runs it (rolled back)
   const blocksOfAClaim = async () => {

@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { seedFixture } from '../../src/commands/provisioning/seed';
+import { queueDeliveries } from '../../src/projections/webhooks/deliveries';
 import { SHOP, sendsFixture } from './sends';
 import { createTestApp } from './services';
 
@@ -63,6 +64,12 @@ export async function startWebhookTestBed() {
       if (res.statusCode !== 201) throw new Error(`endpoint registration: ${res.statusCode} ${res.body}`);
       return res.json() as { id: string };
     },
+    /** queues `count` message.sent deliveries to the endpoint, due at `now` (webhook ids `msg_<prefix><i>`) */
+    queue: (endpointId: string, count: number, prefix: string, now = t.services.now()) =>
+      queueDeliveries(t.db.pool, Array.from({ length: count }, (_, i) => ({
+        endpointId, companyId: SHOP.companyId, webhookId: `msg_${prefix}${i}`, eventType: 'message.sent',
+        payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { i } }),
+      })), now),
     close: async () => {
       await receiver.close();
       await t.close();

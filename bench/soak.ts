@@ -8,7 +8,8 @@
 // answers by status, the service's RSS and heap over time, then the consistency checks: one outcome per bulk
 // recipient, each (message, status) recorded at most once and every sent `read` applied, every keyed repeat the
 // replay of its first answer, every client webhook event received with a valid signature, projections equal to a
-// fresh rebuild.
+// fresh rebuild. `GET /metrics` is scraped every 15 s, as Prometheus would (its answers, and the gauges' peaks), and
+// once after the load, where the counters must agree with what the load generator and the receiver saw.
 import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -212,6 +213,32 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
     if (r.status === '200') for (const id of ids) readSent.add(id);
   };
 
+  // an operator's Prometheus: /metrics (no key) every 15 s; the samples of each scrape by series
+  const scrapes = { count: 0, failed: 0, projectionFailing: 0, maxProjectionLag: 0, maxFanOutLag: 0, maxOldestDue: 0 };
+  const scrapeMetrics = async (): Promise<Map<string, number>> => {
+    const samples = new Map<string, number>();
+    scrapes.count++;
+    try {
+      const res = await fetch(`${address}/metrics`, { signal: AbortSignal.timeout(10_000) });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`status ${res.status}`);
+      for (const line of text.split('\n')) {
+        const m = /^(switchboard_\S+) (\S+)$/.exec(line);
+        if (m) samples.set(m[1], Number(m[2]));
+      }
+    } catch {
+      scrapes.failed++;
+      return samples;
+    }
+    const of = (prefix: string) => [...samples].filter(([k]) => k.startsWith(prefix)).map(([, v]) => v);
+    scrapes.projectionFailing += of('switchboard_projection_failing{').reduce((a, b) => a + b, 0);
+    scrapes.maxProjectionLag = Math.max(scrapes.maxProjectionLag, ...of('switchboard_projection_lag_seconds{'));
+    scrapes.maxFanOutLag = Math.max(scrapes.maxFanOutLag, ...of('switchboard_webhook_fanout_lag_seconds'));
+    scrapes.maxOldestDue = Math.max(scrapes.maxOldestDue, ...of('switchboard_webhook_oldest_due_seconds'));
+    return samples;
+  };
+  const scraper = setInterval(() => void scrapeMetrics(), 15_000);
+
   const started = Date.now();
   const deadline = started + SECONDS * 1000;
   const loop = async () => {
@@ -304,6 +331,24 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
     received_more_than_once: [...webhookIdsReceived.values()].filter((c) => c > 1).length, by_type: Object.fromEntries(byType.map((r) => [r.event_type, r.n])),
   });
   emit({ bench: 'soak', metric: 'client_webhook_bad_signatures', value: badSignatures, unit: 'requests', budget: 0, ok: badSignatures === 0 });
+  // the counters after the load, against what this process saw: every delivery that succeeded had a successful
+  // attempt (more when a success was sent again), and every keyed repeat was counted as a replay
+  clearInterval(scraper);
+  const final = await scrapeMetrics();
+  const successAttempts = final.get('switchboard_webhook_attempts_total{outcome="success"}') ?? 0;
+  const succeeded = queued.filter((d) => d.status === 'succeeded').length;
+  const replays = final.get('switchboard_idempotent_replays_total{route="/api/v1/platform-templates/send/"}') ?? 0;
+  emit({ bench: 'soak', metric: 'metrics_scrapes_failed', value: scrapes.failed, unit: 'scrapes', budget: 0, ok: scrapes.failed === 0, scrapes: scrapes.count });
+  emit({ bench: 'soak', metric: 'metrics_projection_failing_seen', value: scrapes.projectionFailing, unit: 'samples', budget: 0, ok: scrapes.projectionFailing === 0 });
+  emit({
+    bench: 'soak', metric: 'metrics_peaks', value: round(scrapes.maxProjectionLag, 2), unit: 's',
+    projection_lag_s: round(scrapes.maxProjectionLag, 2), fanout_lag_s: round(scrapes.maxFanOutLag, 2), oldest_due_s: round(scrapes.maxOldestDue, 2),
+  });
+  emit({
+    bench: 'soak', metric: 'metrics_webhook_successes_below_succeeded', value: Math.max(0, succeeded - successAttempts), unit: 'deliveries', budget: 0,
+    ok: successAttempts >= succeeded && succeeded > 0, success_attempts: successAttempts, succeeded, received: [...webhookIdsReceived.values()].reduce((a, b) => a + b, 0),
+  });
+  emit({ bench: 'soak', metric: 'metrics_keyed_replays_miscounted', value: Math.abs(replays - keyedRepeats), unit: 'requests', budget: 0, ok: replays === keyedRepeats, replays, keyed_repeats: keyedRepeats });
 
   await new Promise<void>((r) => receiver.close(() => r()));
   await db.pool.end();

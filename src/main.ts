@@ -89,11 +89,13 @@ export function assembleServices(input: AssembleInput): Services {
   const metrics = createMetrics();
   if (input.store instanceof PostgresEventStore) exposeCreationGroupCommit(metrics, input.store.creations.stats);
   const now = input.now ?? (() => new Date());
+  // the lags read the adapter itself, not the validating store: an event its schema refuses, the likeliest reason
+  // for a stalled reader, must still show as lag rather than fail the read
   exposeWebhookBacklog(metrics, async () => ({
     ...(await deliveryBacklog(input.pool, now())),
-    fanOutLagSeconds: await fanOutLagSeconds({ pool: input.pool, store }, now()),
+    fanOutLagSeconds: await fanOutLagSeconds({ pool: input.pool, store: input.store }, now()),
   }));
-  exposeProjectionHealth(metrics, () => readProjectionHealth(input.pool, store, allProjections, now()));
+  exposeProjectionHealth(metrics, () => readProjectionHealth(input.pool, input.store, allProjections, now()));
   return {
     config: input.config,
     secrets: input.secrets,

@@ -67,4 +67,18 @@ describe('projection metrics', () => {
       if (!renamedBack) await t.db.pool.query('ALTER TABLE rm_sends.sends_away RENAME TO sends').catch(() => undefined);
     }
   });
+
+  // last: it leaves the log poisoned for this database
+  it('an event its schema refuses, stored behind the service\'s back: the read models show failing and its age, not a gap', async () => {
+    const at = new Date(clock).toISOString();
+    await t.db.pool.query(
+      `INSERT INTO es.events (stream_id, stream_revision, event_id, type, data, metadata)
+       VALUES ('send-poison', 0, gen_random_uuid(), 'TemplateSendAccepted', '{}', jsonb_build_object('eventId', gen_random_uuid(), 'correlationId', gen_random_uuid(),
+               'causationId', null, 'companyId', 1, 'actor', 'test', 'at', $1::text))`,
+      [at],
+    );
+    await waitUntil(async () => (await scrape('switchboard_projection_failing')).sends === 1, 20_000, 'the sends projection failing on the event');
+    clock += 60_000;
+    expect((await scrape('switchboard_projection_lag_seconds')).sends).toBe(60);
+  });
 });

@@ -37,6 +37,21 @@ describe('webhook sender', () => {
     }
   };
 
+  /**
+   * The blocks a claim reads once the claims before it have marked the dead index entries they passed. An entry can be
+   * marked only when no snapshot in this database may still see its row: an autovacuum analyze or a projection batch
+   * running at that moment keeps it alive, so the measure is taken again until it settles (for up to 10 s).
+   */
+  const settledBlocksOfAClaim = async () => {
+    const deadline = Date.now() + 10_000;
+    let blocks = await blocksOfAClaim();
+    while (blocks >= 20 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      blocks = await blocksOfAClaim();
+    }
+    return blocks;
+  };
+
   it('two senders on one database share the queue at the same time, and send no event twice', async () => {
     const ep = await register('/shared');
     const COUNT = 400;
@@ -128,9 +143,8 @@ describe('webhook sender', () => {
     } finally {
       await sender.stop();
     }
-    await blocksOfAClaim(); // the first scan after the deliveries marks their entries dead
     // 2,000 deliveries leave about 4,000 dead entries: a claim visiting them reads about 60 blocks, one skipping them 4
-    expect(await blocksOfAClaim()).toBeLessThan(20);
+    expect(await settledBlocksOfAClaim()).toBeLessThan(20);
   });
 
   it("a disabled endpoint's queued deliveries are set aside, so claims do not scan them; enabled again, every one is sent", async () => {
@@ -140,9 +154,8 @@ describe('webhook sender', () => {
     const patch = async (enabled: boolean) =>
       (await t.app.inject({ method: 'PATCH', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key }, payload: { enabled } })).statusCode;
     expect(await patch(false)).toBe(200);
-    await blocksOfAClaim();
     // 2,000 due deliveries of a disabled endpoint, left in the due index, would be read one by one on every claim
-    expect(await blocksOfAClaim()).toBeLessThan(20);
+    expect(await settledBlocksOfAClaim()).toBeLessThan(20);
     expect(await patch(true)).toBe(200);
     const sender = startWebhookSender(t.services, { batchSize: 200, pollMs: 10 });
     try {

@@ -34,6 +34,9 @@ interface Entry {
 
 const CLEANUP_EVERY_MS = 60_000;
 
+/** A key's requests in its window: every process's synced ones, and this process's being synced and not yet synced. */
+const countOf = (entry: Entry): number => entry.synced + entry.inFlight + entry.pending;
+
 // Adds the keys' increments and returns their global counts; keys without increments are only read back.
 const SYNC = `
   WITH input AS (SELECT k, s, c FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(k, s, c)),
@@ -87,13 +90,13 @@ export class RateLimitCounter {
       this.entries.set(key, entry);
     }
     entry.pending++;
-    return { current: entry.synced + entry.inFlight + entry.pending, ttl: windowStart + this.options.windowMs - now };
+    return { current: countOf(entry), ttl: windowStart + this.options.windowMs - now };
   }
 
   /** Requests of `key` counted in the current window so far (this process's unsynced ones included); not one more. */
   used(key: string): number {
     const entry = this.entries.get(key);
-    return entry !== undefined && entry.windowStart === this.windowStartAt(this.options.now()) ? entry.synced + entry.inFlight + entry.pending : 0;
+    return entry !== undefined && entry.windowStart === this.windowStartAt(this.options.now()) ? countOf(entry) : 0;
   }
 
   /** Windows are aligned to the epoch, so every process agrees where one starts. */

@@ -1,3 +1,4 @@
+import type { Pool, PoolClient } from 'pg';
 import type { Services } from '../services';
 import { START, type Position } from '../ports/event-store';
 import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
@@ -19,10 +20,16 @@ const NAME = 'fanout';
 const LOCK = 'webhooks:fanout';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The fan-out's checkpoint (undefined before a fan-out ever started). */
+async function checkpointOf(db: Pool | PoolClient): Promise<Position | undefined> {
+  const cp = await db.query<{ position: string }>('SELECT position FROM webhooks.fanout_checkpoint WHERE name = $1', [NAME]);
+  return cp.rows[0]?.position as Position | undefined;
+}
+
 /** How far the fan-out is behind the log, in seconds (GET /metrics; 0 before it ever ran, at the head, or caught up). */
 export async function fanOutLagSeconds(services: Pick<Services, 'pool' | 'store'>, now: Date): Promise<number> {
-  const cp = await services.pool.query<{ position: string }>('SELECT position FROM webhooks.fanout_checkpoint WHERE name = $1', [NAME]);
-  return cp.rows.length === 0 ? 0 : secondsBehind(services.store, cp.rows[0].position as Position, now);
+  const position = await checkpointOf(services.pool);
+  return position === undefined ? 0 : secondsBehind(services.store, position, now);
 }
 
 export interface FanOutOptions {
@@ -101,10 +108,10 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
   try {
     locked = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [LOCK])).rows[0].ok;
     if (!locked) return 0;
-    const cp = await client.query<{ position: string }>('SELECT position FROM webhooks.fanout_checkpoint WHERE name = $1', [NAME]);
-    const batch = await services.store.readAll(cp.rows[0].position as Position, batchSize);
+    const position = (await checkpointOf(client))!; // the row is made before the fan-out's first batch
+    const batch = await services.store.readAll(position, batchSize);
     if (batch.events.length === 0) {
-      idle.nothingAfter = cp.rows[0].position as Position;
+      idle.nothingAfter = position;
       idle.since = Date.now();
       return 0;
     }

@@ -38,6 +38,7 @@ const configSchema = z
     RATE_LIMIT_SYNC_MS: z.coerce.number().int().min(10).max(60_000).default(200),
     WEBHOOKS_ALLOW_PRIVATE_URLS: z.enum(['true', 'false']).default('false'),
     WEBHOOKS_ALLOW_HTTP: z.enum(['true', 'false']).default('false'),
+    WEBHOOKS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(30),
   })
   .superRefine((c, ctx) => {
     if (c.EVENT_STORE === 'esdb' && !c.EVENTSTORE_URL) {
@@ -82,8 +83,11 @@ export interface Config {
   rateLimit: { enabled: boolean; perMinute: number; syncMs: number };
   /** how long start-up waits for Postgres and Kafka to answer (default 60 s) */
   startup?: { waitMs: number };
-  /** client webhook endpoints (docs/webhooks.md): operator escapes for private addresses and plain http */
-  webhooks: { allowPrivateUrls: boolean; allowHttp: boolean };
+  /**
+   * client webhook endpoints (docs/webhooks.md): operator escapes for private addresses and plain http; how many days
+   * attempts and finished deliveries are kept
+   */
+  webhooks: { allowPrivateUrls: boolean; allowHttp: boolean; retentionDays: number };
 }
 
 /** postgres:// or postgresql://, including libpq's Unix-socket form (no host, `?host=/socket/dir`). */
@@ -131,6 +135,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     export: { maxConcurrent: c.EXPORT_MAX_CONCURRENT, maxPerKey: c.EXPORT_MAX_PER_KEY },
     rateLimit: { enabled: c.RATE_LIMIT_ENABLED === 'true', perMinute: c.RATE_LIMIT_PER_MINUTE, syncMs: c.RATE_LIMIT_SYNC_MS },
     startup: { waitMs: c.STARTUP_WAIT_S * 1000 },
-    webhooks: { allowPrivateUrls: c.WEBHOOKS_ALLOW_PRIVATE_URLS === 'true', allowHttp: c.WEBHOOKS_ALLOW_HTTP === 'true' },
+    webhooks: {
+      allowPrivateUrls: c.WEBHOOKS_ALLOW_PRIVATE_URLS === 'true',
+      allowHttp: c.WEBHOOKS_ALLOW_HTTP === 'true',
+      retentionDays: c.WEBHOOKS_RETENTION_DAYS,
+    },
   };
 }

@@ -29,3 +29,22 @@ export async function inTransaction<T>(client: PoolClient, fn: (tx: PoolClient) 
 export function queryNamed(db: Pool | PoolClient, name: string, text: string, values: unknown[]) {
   return db.query({ name, text, values });
 }
+
+/**
+ * Runs `fn` holding a session advisory lock on `name`, on a connection of its own; undefined (and `fn` not run)
+ * when another session holds it. For periodic jobs that any process may run, one at a time.
+ */
+export async function withSessionLock<T>(pool: Pool, name: string, fn: () => Promise<T>): Promise<T | undefined> {
+  const lock = await pool.connect();
+  try {
+    const got = await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [name]);
+    if (!got.rows[0].ok) return undefined;
+    try {
+      return await fn();
+    } finally {
+      await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [name]).catch(() => undefined);
+    }
+  } finally {
+    lock.release();
+  }
+}

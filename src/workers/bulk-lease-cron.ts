@@ -15,6 +15,7 @@ import { runBulkCommand } from '../commands/bulk/lifecycle';
 import { kickDispatchers } from '../commands/bulk/signals';
 import { flushBatches, resolveExpiredInFlight, setJobState } from '../commands/bulk/work';
 import type { Services } from '../services';
+import { withSessionLock } from '../shared/tx';
 
 export const BULK_LEASE_CRON = '*/15 * * * * *';
 const SWEEP_LOCK = 'bulk-lease-sweep';
@@ -46,63 +47,56 @@ export async function sweepBulkLeases(services: Services, options: SweepOptions 
   const report: SweepReport = {
     skipped: false, interrupted: 0, flushed: 0, leasesReleased: 0, draftsPromoted: 0, draftsDeleted: 0, cancelsCompleted: 0, purgedRecipients: 0,
   };
-  const lock = await pool.connect();
-  try {
-    const got = await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [SWEEP_LOCK]);
-    if (!got.rows[0].ok) return { ...report, skipped: true };
-    try {
-      const interrupted = await resolveExpiredInFlight(pool, now);
-      report.interrupted = interrupted.count;
-      report.flushed = (await flushBatches(services, { ids: interrupted.batchIds }))
-        + (await flushBatches(services, { olderThan: new Date(now.getTime() - (options.flushGraceMs ?? 30_000)) }));
-      report.leasesReleased = (await pool.query('DELETE FROM bulk_work.number_leases WHERE lease_until < $1', [now])).rowCount ?? 0;
+  const swept = await withSessionLock(pool, SWEEP_LOCK, async () => {
+    const interrupted = await resolveExpiredInFlight(pool, now);
+    report.interrupted = interrupted.count;
+    report.flushed = (await flushBatches(services, { ids: interrupted.batchIds }))
+      + (await flushBatches(services, { olderThan: new Date(now.getTime() - (options.flushGraceMs ?? 30_000)) }));
+    report.leasesReleased = (await pool.query('DELETE FROM bulk_work.number_leases WHERE lease_until < $1', [now])).rowCount ?? 0;
 
-      const stale = new Date(now.getTime() - (options.staleMs ?? 120_000));
-      const drafts = await pool.query<{ bulk_id: string }>(`SELECT bulk_id FROM bulk_work.jobs WHERE state = 'draft' AND created_at < $1`, [stale]);
-      for (const { bulk_id } of drafts.rows) {
-        const events = await services.store.readStream(bulkStreamId(bulk_id));
-        if (events.some((e) => e.type === 'BulkSendCreated')) {
-          if (await setJobState(pool, bulk_id, 'queued', now, ['draft'])) report.draftsPromoted++;
-        } else {
-          const del = await pool.query(`DELETE FROM bulk_work.jobs WHERE bulk_id = $1 AND state = 'draft'`, [bulk_id]);
-          await pool.query('DELETE FROM bulk_work.recipients WHERE bulk_id = $1', [bulk_id]);
-          report.draftsDeleted += del.rowCount ?? 0;
-        }
+    const stale = new Date(now.getTime() - (options.staleMs ?? 120_000));
+    const drafts = await pool.query<{ bulk_id: string }>(`SELECT bulk_id FROM bulk_work.jobs WHERE state = 'draft' AND created_at < $1`, [stale]);
+    for (const { bulk_id } of drafts.rows) {
+      const events = await services.store.readStream(bulkStreamId(bulk_id));
+      if (events.some((e) => e.type === 'BulkSendCreated')) {
+        if (await setJobState(pool, bulk_id, 'queued', now, ['draft'])) report.draftsPromoted++;
+      } else {
+        const del = await pool.query(`DELETE FROM bulk_work.jobs WHERE bulk_id = $1 AND state = 'draft'`, [bulk_id]);
+        await pool.query('DELETE FROM bulk_work.recipients WHERE bulk_id = $1', [bulk_id]);
+        report.draftsDeleted += del.rowCount ?? 0;
       }
-
-      const cancels = await pool.query<{ bulk_id: string; company_id: number }>(
-        `SELECT bulk_id, company_id FROM bulk_work.jobs WHERE cancel_requested AND state IN ('queued', 'processing') AND updated_at < $1`,
-        [stale],
-      );
-      for (const { bulk_id, company_id } of cancels.rows) {
-        try {
-          await runBulkCommand(
-            services,
-            { type: 'CancelBulkSend', data: { bulkId: bulk_id, cancelledBy: 'system', at: now.toISOString() } },
-            { actor: 'system', companyId: company_id },
-          );
-          await setJobState(pool, bulk_id, 'cancelled', now);
-          report.cancelsCompleted++;
-        } catch (err) {
-          // it finished before the cancel was recorded: it stays finished
-          if (err instanceof DomainError && err.code === 'BULK_FINISHED') await setJobState(pool, bulk_id, 'finished', now);
-          else throw err;
-        }
-      }
-
-      const purge = await pool.query(
-        `DELETE FROM bulk_work.recipients r USING bulk_work.jobs j
-          WHERE r.bulk_id = j.bulk_id AND j.state IN ('finished', 'cancelled') AND j.updated_at < $1
-            AND NOT EXISTS (SELECT 1 FROM bulk_work.outcome_batches b WHERE b.bulk_id = j.bulk_id)`,
-        [new Date(now.getTime() - (options.retentionMs ?? 48 * 3600_000))],
-      );
-      report.purgedRecipients = purge.rowCount ?? 0;
-    } finally {
-      await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [SWEEP_LOCK]).catch(() => undefined);
     }
-  } finally {
-    lock.release();
-  }
+
+    const cancels = await pool.query<{ bulk_id: string; company_id: number }>(
+      `SELECT bulk_id, company_id FROM bulk_work.jobs WHERE cancel_requested AND state IN ('queued', 'processing') AND updated_at < $1`,
+      [stale],
+    );
+    for (const { bulk_id, company_id } of cancels.rows) {
+      try {
+        await runBulkCommand(
+          services,
+          { type: 'CancelBulkSend', data: { bulkId: bulk_id, cancelledBy: 'system', at: now.toISOString() } },
+          { actor: 'system', companyId: company_id },
+        );
+        await setJobState(pool, bulk_id, 'cancelled', now);
+        report.cancelsCompleted++;
+      } catch (err) {
+        // it finished before the cancel was recorded: it stays finished
+        if (err instanceof DomainError && err.code === 'BULK_FINISHED') await setJobState(pool, bulk_id, 'finished', now);
+        else throw err;
+      }
+    }
+
+    const purge = await pool.query(
+      `DELETE FROM bulk_work.recipients r USING bulk_work.jobs j
+        WHERE r.bulk_id = j.bulk_id AND j.state IN ('finished', 'cancelled') AND j.updated_at < $1
+          AND NOT EXISTS (SELECT 1 FROM bulk_work.outcome_batches b WHERE b.bulk_id = j.bulk_id)`,
+      [new Date(now.getTime() - (options.retentionMs ?? 48 * 3600_000))],
+    );
+    report.purgedRecipients = purge.rowCount ?? 0;
+    return true;
+  });
+  if (!swept) return { ...report, skipped: true };
   if (report.interrupted || report.flushed || report.leasesReleased || report.draftsPromoted) kickDispatchers();
   return report;
 }

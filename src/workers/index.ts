@@ -5,6 +5,7 @@ import { startBulkDispatcher } from './bulk-dispatcher';
 import { startBulkLeaseCron } from './bulk-lease-cron';
 import { startWebhookFanOut } from './webhook-fanout';
 import { startWebhookSender } from './webhook-sender';
+import { startWebhookRetention } from './webhook-retention';
 
 export interface Workers {
   /** stops taking work, lets in-flight work finish, commits offsets */
@@ -25,6 +26,7 @@ const workerFactories: Array<(services: Services, options: WorkerOptions) => Pro
   async (services) => startBulkLeaseCron(services),
   async (services) => startWebhookFanOut(services),
   async (services) => startWebhookSender(services),
+  async (services) => startWebhookRetention(services),
 ];
 
 export async function startWorkers(services: Services, options: WorkerOptions): Promise<Workers> {

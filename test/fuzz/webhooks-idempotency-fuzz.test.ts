@@ -299,7 +299,7 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
   beforeAll(async () => {
     // the DEFAULT rules (private addresses and plain http refused), spelled out so a changed default cannot widen them
     t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'false', WEBHOOKS_ALLOW_HTTP: 'false' } });
-    expect(t.services.config.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false });
+    expect(t.services.config.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false, retentionDays: 30 });
     const doc = exampleFixture({ keepContacts: true });
     doc.companies.push(secondCompany());
     await seedFixture(t.services, doc, { actor: 'test' });

@@ -26,6 +26,7 @@ describe('config', () => {
     expect(c.provider.sandboxDelivery).toBe('auto');
     expect(c.apiKeyPrefix).toBe('sbk');
     expect(c.logLevel).toBe('info');
+    expect(c.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false, retentionDays: 30 });
   });
 
   it('reads every variable', () => {
@@ -46,6 +47,8 @@ describe('config', () => {
   it('names an invalid variable', () => {
     expect(() => loadConfig({ PORT: 'abc' })).toThrow(/PORT: Invalid input/);
     expect(() => loadConfig({ SANDBOX_DELIVERY: 'sometimes' })).toThrow(/SANDBOX_DELIVERY/);
+    for (const days of ['0', '1.5', 'month', '3651']) expect(() => loadConfig({ WEBHOOKS_RETENTION_DAYS: days })).toThrow(/WEBHOOKS_RETENTION_DAYS/);
+    expect(loadConfig({ WEBHOOKS_RETENTION_DAYS: '7' }).webhooks.retentionDays).toBe(7);
   });
 
   it('names every missing dependent variable', () => {

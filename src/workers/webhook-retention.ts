@@ -1,0 +1,73 @@
+// The webhook log's retention (docs/webhooks.md, "Retention"): every 10 minutes, attempts logged and deliveries
+// finished (succeeded, failed or dropped) more than WEBHOOKS_RETENTION_DAYS ago are deleted, in batches, so the
+// outbox and its attempt log stay bounded however many events a company sends. Pending deliveries are never
+// deleted. Any process may run it: a session advisory lock lets one purge run at a time.
+import { schedule, type ScheduledTask } from 'node-cron';
+import { purgeWebhookLog } from '../projections/webhooks/deliveries';
+import type { Services } from '../services';
+import { withSessionLock } from '../shared/tx';
+
+export const WEBHOOK_RETENTION_CRON = '0 */10 * * * *';
+const PURGE_LOCK = 'webhook-log-purge';
+const DAY_MS = 86_400_000;
+
+export interface WebhookRetentionOptions {
+  now?: () => Date;
+  /** rows deleted per statement (default 5,000: each statement is short, nothing is locked for long) */
+  batchSize?: number;
+  /** cron expression (default every 10 minutes) */
+  schedule?: string;
+}
+
+export interface PurgeReport {
+  /** another process was purging */
+  skipped: boolean;
+  attempts: number;
+  deliveries: number;
+}
+
+/** Deletes the expired part of the webhook log until none is left (or `stopping()` says so). */
+export async function purgeExpiredWebhookLog(
+  services: Services,
+  options: WebhookRetentionOptions = {},
+  stopping: () => boolean = () => false,
+): Promise<PurgeReport> {
+  const before = new Date((options.now ?? services.now)().getTime() - services.config.webhooks.retentionDays * DAY_MS);
+  const batchSize = options.batchSize ?? 5_000;
+  const purged = await withSessionLock(services.pool, PURGE_LOCK, async () => {
+    const total = { attempts: 0, deliveries: 0 };
+    for (;;) {
+      const batch = await purgeWebhookLog(services.pool, before, batchSize);
+      total.attempts += batch.attempts;
+      total.deliveries += batch.deliveries;
+      if ((batch.attempts < batchSize && batch.deliveries < batchSize) || stopping()) return total;
+    }
+  });
+  return purged ? { skipped: false, ...purged } : { skipped: true, attempts: 0, deliveries: 0 };
+}
+
+/** The worker entry (src/workers/index.ts). */
+export function startWebhookRetention(services: Services, options: WebhookRetentionOptions = {}): { stop(): Promise<void> } {
+  let stopping = false;
+  let running: Promise<unknown> = Promise.resolve();
+  const task: ScheduledTask = schedule(
+    options.schedule ?? WEBHOOK_RETENTION_CRON,
+    () => {
+      running = purgeExpiredWebhookLog(services, options, () => stopping)
+        .then((report) => {
+          if (report.attempts || report.deliveries) services.logger.info({ ...report }, 'webhook log purged');
+        })
+        .catch((err) => services.logger.error({ err }, 'webhook log purge failed'));
+      return running;
+    },
+    { name: 'webhook-log-purge', noOverlap: true },
+  );
+  return {
+    async stop() {
+      stopping = true;
+      await task.stop();
+      await task.destroy();
+      await running;
+    },
+  };
+}

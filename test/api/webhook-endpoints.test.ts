@@ -129,8 +129,9 @@ describe('webhook endpoints API', () => {
     expect(del.statusCode).toBe(204);
     expect(del.body).toBe('');
     for (const [method, url] of [['GET', `${BASE}${ep.id}/`], ['PATCH', `${BASE}${ep.id}/`], ['DELETE', `${BASE}${ep.id}/`], ['POST', `${BASE}${ep.id}/rotate-secret/`],
-      ['GET', `${BASE}${ep.id}/deliveries/`], ['POST', `${BASE}${ep.id}/test/`]] as const) {
-      const res = await call(method, url, method === 'PATCH' ? { enabled: false } : undefined);
+      ['GET', `${BASE}${ep.id}/deliveries/`], ['POST', `${BASE}${ep.id}/recover/`], ['POST', `${BASE}${ep.id}/test/`]] as const) {
+      const body = method === 'PATCH' ? { enabled: false } : url.endsWith('/recover/') ? { since: NOW.toISOString() } : undefined;
+      const res = await call(method, url, body);
       expect({ method, url, status: res.statusCode, body: res.json() }).toEqual({ method, url, status: 404, body: { error: 'webhook endpoint not found' } });
     }
   });
@@ -227,7 +228,7 @@ describe('webhook endpoints API', () => {
   it('is in the OpenAPI document', async () => {
     const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
     expect(Object.keys(doc.paths).filter((p: string) => p.startsWith(BASE)).sort()).toEqual([
-      BASE, `${BASE}{id}/`, `${BASE}{id}/deliveries/`, `${BASE}{id}/deliveries/{delivery_id}/retry/`, `${BASE}{id}/rotate-secret/`, `${BASE}{id}/test/`,
+      BASE, `${BASE}{id}/`, `${BASE}{id}/deliveries/`, `${BASE}{id}/deliveries/{delivery_id}/retry/`, `${BASE}{id}/recover/`, `${BASE}{id}/rotate-secret/`, `${BASE}{id}/test/`,
     ]);
   });
 });

@@ -334,7 +334,7 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
   // ======================================================================================================
   describe('webhook-endpoint API (error family plain {error})', () => {
     it('familyOf maps every webhook-endpoint path to the plain family', () => {
-      for (const p of [BASE, `${BASE}x/`, `${BASE}x/rotate-secret/`, `${BASE}x/deliveries/?page=2`, `${BASE}x/deliveries/y/retry/`, `${BASE}x/test/`]) {
+      for (const p of [BASE, `${BASE}x/`, `${BASE}x/rotate-secret/`, `${BASE}x/deliveries/?page=2`, `${BASE}x/deliveries/y/retry/`, `${BASE}x/recover/`, `${BASE}x/test/`]) {
         expect(familyOf(p)).toBe('plain');
       }
     });

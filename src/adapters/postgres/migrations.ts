@@ -12,11 +12,18 @@ export interface Migration {
   sql: string;
 }
 
+/** The migrations in `dir`, by version; two files of one version (a stale build's copy of a renamed one) are refused. */
 export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
-  return readdirSync(dir)
+  const migrations = readdirSync(dir)
     .filter((f) => /^\d{4}_.+\.sql$/.test(f))
     .sort()
     .map((f) => ({ version: Number(f.slice(0, 4)), name: f.slice(5, -4), sql: readFileSync(join(dir, f), 'utf8') }));
+  const twin = migrations.find((m, i) => i > 0 && migrations[i - 1].version === m.version);
+  if (twin) {
+    const names = migrations.filter((m) => m.version === twin.version).map((m) => `${String(m.version).padStart(4, '0')}_${m.name}.sql`);
+    throw new Error(`two migrations have version ${twin.version} in ${dir} (${names.join(', ')}): a stale build? Rebuild with npm run build`);
+  }
+  return migrations;
 }
 
 /** Applies pending versioned SQL migrations, each in its own transaction, under an advisory lock. */

@@ -1,4 +1,5 @@
-// Client webhook endpoints (docs/webhooks.md): CRUD, secret rotation, the delivery log, retry and a test event.
+// Client webhook endpoints (docs/webhooks.md): CRUD, secret rotation, the delivery log, retry, recovery of failed
+// deliveries and a test event.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -10,7 +11,10 @@ import { webhookBody, webhookIdOf } from '../../commands/webhook-endpoint/payloa
 import { secretBox } from '../../commands/webhook-endpoint/secrets';
 import { urlRefusal } from '../../adapters/webhooks/address-guard';
 import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks';
-import { dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery, resumeDeliveries, setAsideWhileDisabled, setDeliveriesAside } from '../../projections/webhooks/deliveries';
+import {
+  dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery, requeueFailedDeliveries, resumeDeliveries, setAsideWhileDisabled,
+  setDeliveriesAside,
+} from '../../projections/webhooks/deliveries';
 import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } from '../../projections/webhooks/queries';
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
@@ -31,6 +35,12 @@ const patchBody = z.object({
   url: urlSchema.optional(), event_types: eventTypesSchema.optional(), description: descriptionSchema.optional(),
   enabled: z.boolean({ error: 'enabled must be a boolean' }).optional(),
 }).strict();
+const instant = (name: string) => z.iso.datetime({ offset: true, error: `${name} must be an ISO 8601 date-time with a time zone (2026-03-01T10:00:00Z)` });
+const recoverBody = z.object({ since: instant('since'), until: instant('until').optional() }).strict()
+  .refine((b) => b.until === undefined || Date.parse(b.until) > Date.parse(b.since), { error: 'until must be later than since' });
+/** deliveries queued again by one recovery call (in statements of RECOVER_BATCH); `has_more` tells the client to call again */
+export const RECOVER_MAX = 100_000;
+const RECOVER_BATCH = 1_000;
 const idParams = z.object({ id: z.string() });
 const deliveryParams = z.object({ id: z.string(), delivery_id: z.string() });
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -169,6 +179,30 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     const queued = UUID.test(request.params.delivery_id) && await requeueDelivery(services.pool, request.params.id, request.params.delivery_id, services.now());
     if (!queued) throw notFound('delivery not found');
     return reply.status(202).send({ delivery_id: request.params.delivery_id, webhook_id: queued.webhookId, status: 'queued' as const });
+  });
+
+  r.post(`${BASE}:id/recover/`, {
+    config: plain,
+    schema: {
+      tags, summary: 'Deliver again every delivery that failed (its retries exhausted) in [since, until): after an outage longer than the retry schedule',
+      params: idParams, body: recoverBody,
+      response: { 202: z.object({ requeued: z.number().int(), has_more: z.boolean() }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
+    },
+    preHandler: auth,
+  }, async (request, reply) => {
+    const endpoint = await endpointOf(request, request.params.id);
+    const now = services.now();
+    const from = new Date(request.body.since);
+    const to = request.body.until === undefined ? now : new Date(request.body.until);
+    let requeued = 0;
+    // short statements: a long transaction would hold back every reader of the event log
+    for (;;) {
+      const limit = Math.min(RECOVER_BATCH, RECOVER_MAX - requeued);
+      const batch = await requeueFailedDeliveries(services.pool, endpoint.endpointId, from, to, now, limit);
+      requeued += batch;
+      if (batch < limit) return reply.status(202).send({ requeued, has_more: false });
+      if (requeued === RECOVER_MAX) return reply.status(202).send({ requeued, has_more: true });
+    }
   });
 
   r.post(`${BASE}:id/test/`, {

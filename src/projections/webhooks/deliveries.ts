@@ -244,6 +244,23 @@ export async function requeueDelivery(db: Db, endpointId: string, deliveryId: st
   return rows[0] ? { webhookId: rows[0].webhook_id } : undefined;
 }
 
+/**
+ * Queues again up to `limit` of the endpoint's deliveries marked failed in [from, to), the earliest failure first,
+ * each with a fresh retry schedule: due at `now`, or set aside while the endpoint is disabled. Returns how many.
+ */
+export async function requeueFailedDeliveries(db: Db, endpointId: string, from: Date, to: Date, now: Date, limit: number): Promise<number> {
+  const r = await db.query(
+    `UPDATE webhooks.deliveries SET status = 'pending', attempts = 0, completed_at = NULL,
+            next_attempt_at = CASE WHEN ${ENDPOINT_ENABLED} THEN $4::timestamptz END
+      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries
+                             WHERE endpoint_id = $1 AND status = 'failed' AND completed_at >= $2 AND completed_at < $3
+                             ORDER BY completed_at LIMIT $5)
+        AND status = 'failed'`,
+    [endpointId, from, to, now, limit],
+  );
+  return r.rowCount ?? 0;
+}
+
 /** Sets a delivery just queued aside if its endpoint is disabled now (see setDeliveriesAside). */
 export async function setAsideWhileDisabled(db: Db, endpointId: string, deliveryId: string): Promise<void> {
   await db.query(

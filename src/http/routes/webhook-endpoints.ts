@@ -39,7 +39,7 @@ const instant = (name: string) => z.iso.datetime({ offset: true, error: `${name}
 const recoverBody = z.object({ since: instant('since'), until: instant('until').optional() }).strict()
   .refine((b) => b.until === undefined || Date.parse(b.until) > Date.parse(b.since), { error: 'until must be later than since' });
 /** deliveries queued again by one recovery call (in statements of RECOVER_BATCH); `has_more` tells the client to call again */
-export const RECOVER_MAX = 100_000;
+const RECOVER_MAX = 100_000;
 const RECOVER_BATCH = 1_000;
 const idParams = z.object({ id: z.string() });
 const deliveryParams = z.object({ id: z.string(), delivery_id: z.string() });

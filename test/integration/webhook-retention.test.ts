@@ -1,4 +1,4 @@
-import { purgeExpiredWebhookLog } from '../../src/workers/webhook-retention';
+import { purgeExpiredWebhookLog, startWebhookRetention } from '../../src/workers/webhook-retention';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
@@ -81,6 +81,21 @@ describe('webhook log retention', () => {
     await age(['msg_deleted0', 'msg_deleted1', 'msg_deleted2'], 31);
     expect(await purgeExpiredWebhookLog(t.services)).toMatchObject({ deliveries: 3 });
     expect(await deliveriesOf(endpoint.id)).toEqual([]);
+  });
+
+  it('purges on its schedule (every second here) and stops', async () => {
+    const endpoint = await register('/retention-scheduled');
+    await queue(endpoint.id, 2, 'scheduled');
+    await deliver(endpoint.id, 2, () => 204);
+    await age(['msg_scheduled0'], 31);
+    const purge = startWebhookRetention(t.services, { schedule: '* * * * * *' });
+    try {
+      await waitUntil(async () => (await deliveriesOf(endpoint.id)).length === 1 || undefined, 5_000, 'the expired delivery purged');
+    } finally {
+      await purge.stop();
+    }
+    expect(await deliveriesOf(endpoint.id)).toEqual([{ webhook_id: 'msg_scheduled1', status: 'succeeded' }]);
+    expect(await attemptsOf(endpoint.id)).toBe(1);
   });
 
   it('lets one process purge at a time', async () => {

@@ -13,6 +13,8 @@ export interface Metrics {
   /** deliveries marked failed (the retry schedule exhausted, or a 410) */
   webhookDeliveriesFailed: Counter;
   webhookEndpointsDisabled: Counter<'reason'>;
+  /** rows of the webhook log deleted by this process's retention purge (docs/webhooks.md, "Retention") */
+  webhookLogPurged: Counter<'table'>;
 }
 
 /** How a client webhook attempt ended: a 2xx, another answer, or no answer (and why). */
@@ -70,6 +72,12 @@ export function createMetrics(): Metrics {
       name: 'switchboard_webhook_endpoints_disabled_total',
       help: 'webhook endpoints this process disabled, by reason (gone: HTTP 410; failing: every attempt failed for 5 days)',
       labelNames: ['reason'],
+      registers: [registry],
+    }),
+    webhookLogPurged: new Counter({
+      name: 'switchboard_webhook_log_purged_total',
+      help: 'rows of the client webhook log this process deleted as older than WEBHOOKS_RETENTION_DAYS, by table (attempts, deliveries)',
+      labelNames: ['table'],
       registers: [registry],
     }),
   };

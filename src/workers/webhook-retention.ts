@@ -40,6 +40,8 @@ export async function purgeExpiredWebhookLog(
       const batch = await purgeWebhookLog(services.pool, before, batchSize);
       total.attempts += batch.attempts;
       total.deliveries += batch.deliveries;
+      services.metrics.webhookLogPurged.labels('attempts').inc(batch.attempts);
+      services.metrics.webhookLogPurged.labels('deliveries').inc(batch.deliveries);
       if ((batch.attempts < batchSize && batch.deliveries < batchSize) || stopping()) return total;
     }
   });

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { startWebhookFanOut } from '../../src/workers/webhook-fanout';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { invoiceVariables, SHOP, waitUntil } from '../support/sends';
+import { metricSample as sample } from '../support/metrics';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
 
 // Client webhooks on GET /metrics (docs/webhooks.md, "Operating"), on real Postgres and a real receiver: the
@@ -22,11 +23,6 @@ describe('webhook metrics', () => {
     const res = await t.app.inject({ method: 'GET', url: '/metrics' });
     expect(res.statusCode).toBe(200);
     return res.body;
-  };
-  /** a sample's value in a scrape (0 when the series has none yet) */
-  const sample = (text: string, series: string): number => {
-    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-    return line === undefined ? 0 : Number(line.slice(series.length + 1));
   };
   const attemptsOf = async (endpointIds: string[]) =>
     (await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhooks.attempts WHERE endpoint_id = ANY($1)', [endpointIds])).rows[0].n;

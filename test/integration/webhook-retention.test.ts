@@ -1,5 +1,6 @@
 import { purgeExpiredWebhookLog, startWebhookRetention } from '../../src/workers/webhook-retention';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
+import { metricSample } from '../support/metrics';
 import { SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
 
@@ -58,8 +59,16 @@ describe('webhook log retention', () => {
     await deliver(endpoint.id, 6, () => 204);
     await age(['msg_young0', 'msg_young1'], 29);
 
+    const purged = async () => {
+      const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+      const value = (table: string) => metricSample(text, `switchboard_webhook_log_purged_total{table="${table}"}`);
+      return { attempts: value('attempts'), deliveries: value('deliveries') };
+    };
+    const before = await purged();
     const report = await purgeExpiredWebhookLog(t.services, { batchSize: 2 }); // several batches
     expect(report).toEqual({ skipped: false, attempts: 4, deliveries: 3 });
+    const after = await purged();
+    expect({ attempts: after.attempts - before.attempts, deliveries: after.deliveries - before.deliveries }).toEqual({ attempts: 4, deliveries: 3 });
     expect(await deliveriesOf(endpoint.id)).toEqual([
       { webhook_id: 'msg_old3', status: 'pending' }, // pending deliveries are never deleted, however old
       { webhook_id: 'msg_young0', status: 'succeeded' },

@@ -8,7 +8,6 @@
 //  5. cancellations cut short (flag set, event missing) are completed;
 //  6. work rows of bulks finished more than `retentionMs` ago are deleted (the read model keeps them).
 // Any process may run it: a session advisory lock lets one sweep run at a time; every step is idempotent.
-import { schedule, type ScheduledTask } from 'node-cron';
 import { DomainError } from '../commands/decider';
 import { bulkStreamId } from '../commands/bulk/decider';
 import { runBulkCommand } from '../commands/bulk/lifecycle';
@@ -16,6 +15,7 @@ import { kickDispatchers } from '../commands/bulk/signals';
 import { flushBatches, resolveExpiredInFlight, setJobState } from '../commands/bulk/work';
 import type { Services } from '../services';
 import { withSessionLock } from '../shared/tx';
+import { startCronJob } from './cron-job';
 
 export const BULK_LEASE_CRON = '*/15 * * * * *';
 const SWEEP_LOCK = 'bulk-lease-sweep';
@@ -108,26 +108,12 @@ export interface BulkLeaseCronOptions extends SweepOptions {
 
 /** The worker entry (src/workers/index.ts). */
 export function startBulkLeaseCron(services: Services, options: BulkLeaseCronOptions = {}): { stop(): Promise<void> } {
-  let running: Promise<unknown> = Promise.resolve();
-  const task: ScheduledTask = schedule(
-    options.schedule ?? BULK_LEASE_CRON,
-    () => {
-      running = sweepBulkLeases(services, options)
-        .then((report) => {
-          if (report.interrupted || report.flushed || report.draftsPromoted || report.draftsDeleted || report.cancelsCompleted) {
-            services.logger.info({ ...report }, 'bulk lease sweep');
-          }
-        })
-        .catch((err) => services.logger.error({ err }, 'bulk lease sweep failed'));
-      return running;
-    },
-    { name: 'bulk-lease-sweep', noOverlap: true },
-  );
-  return {
-    async stop() {
-      await task.stop();
-      await task.destroy();
-      await running;
-    },
-  };
+  return startCronJob('bulk-lease-sweep', options.schedule ?? BULK_LEASE_CRON, () =>
+    sweepBulkLeases(services, options)
+      .then((report) => {
+        if (report.interrupted || report.flushed || report.draftsPromoted || report.draftsDeleted || report.cancelsCompleted) {
+          services.logger.info({ ...report }, 'bulk lease sweep');
+        }
+      })
+      .catch((err) => services.logger.error({ err }, 'bulk lease sweep failed')));
 }

@@ -2,10 +2,10 @@
 // finished (succeeded, failed or dropped) more than WEBHOOKS_RETENTION_DAYS ago are deleted, in batches, so the
 // outbox and its attempt log stay bounded however many events a company sends. Pending deliveries are never
 // deleted. Any process may run it: a session advisory lock lets one purge run at a time.
-import { schedule, type ScheduledTask } from 'node-cron';
 import { purgeWebhookLog } from '../projections/webhooks/deliveries';
 import type { Services } from '../services';
 import { withSessionLock } from '../shared/tx';
+import { startCronJob } from './cron-job';
 
 export const WEBHOOK_RETENTION_CRON = '0 */10 * * * *';
 const PURGE_LOCK = 'webhook-log-purge';
@@ -50,26 +50,10 @@ export async function purgeExpiredWebhookLog(
 
 /** The worker entry (src/workers/index.ts). */
 export function startWebhookRetention(services: Services, options: WebhookRetentionOptions = {}): { stop(): Promise<void> } {
-  let stopping = false;
-  let running: Promise<unknown> = Promise.resolve();
-  const task: ScheduledTask = schedule(
-    options.schedule ?? WEBHOOK_RETENTION_CRON,
-    () => {
-      running = purgeExpiredWebhookLog(services, options, () => stopping)
-        .then((report) => {
-          if (report.attempts || report.deliveries) services.logger.info({ ...report }, 'webhook log purged');
-        })
-        .catch((err) => services.logger.error({ err }, 'webhook log purge failed'));
-      return running;
-    },
-    { name: 'webhook-log-purge', noOverlap: true },
-  );
-  return {
-    async stop() {
-      stopping = true;
-      await task.stop();
-      await task.destroy();
-      await running;
-    },
-  };
+  return startCronJob('webhook-log-purge', options.schedule ?? WEBHOOK_RETENTION_CRON, (stopping) =>
+    purgeExpiredWebhookLog(services, options, stopping)
+      .then((report) => {
+        if (report.attempts || report.deliveries) services.logger.info({ ...report }, 'webhook log purged');
+      })
+      .catch((err) => services.logger.error({ err }, 'webhook log purge failed')));
 }

@@ -4,25 +4,31 @@ import { WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { type AttemptRecord, type ClaimedDelivery, claimDueDeliveries, recordAttempts, releaseDeliveries, setDeliveriesAside } from '../projections/webhooks/deliveries';
-import { endpointsById, type WebhookEndpointRow } from '../projections/webhooks/queries';
+import { endpointsById, type SendingEndpoint } from '../projections/webhooks/queries';
+import type { WebhookResponse } from '../adapters/webhooks/http-client';
 import type { WebhookAttemptOutcome } from '../shared/metrics';
 import { onDeliveriesQueued } from './webhook-fanout';
+import { EndpointLanes, type HeldDelivery } from './webhook-lanes';
 import { registerIntake } from './webhook-handoff';
 import { FAILING_DISABLE_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS } from './webhook-schedule';
 
 // The sender (docs/webhooks.md): claims due deliveries with FOR UPDATE SKIP LOCKED, moving them a lease ahead
 // (workers share them, none is sent twice in the normal case), or takes the fresh ones the fan-out of its process
-// queued claimed for it (./webhook-handoff.ts), posts them signed (Standard Webhooks) concurrently, then records
-// each attempt and the next retry in one statement. The deliveries of a process killed mid-delivery are due again
-// when their lease ends.
+// queued claimed for it (./webhook-handoff.ts), and posts them signed (Standard Webhooks) as they come, each
+// endpoint in its own lane (./webhook-lanes.ts): a slow endpoint holds only its lane. Answers are recorded in
+// batches, each attempt and its next retry in one statement. The deliveries of a process killed mid-delivery are
+// due again when their lease ends.
 
 export interface SenderOptions {
+  /** the most deliveries one claim takes, and the size of a recorded batch */
   batchSize?: number;
   pollMs?: number;
   timeoutMs?: number;
   maxBodyBytes?: number;
-  /** rounds in flight at once (default 2) */
+  /** batches in hand at once for endpoints with room (default 2): batchSize x concurrency deliveries */
   concurrency?: number;
+  /** requests in flight to one endpoint at most (default ENDPOINT_CONCURRENCY) */
+  endpointConcurrency?: number;
   /** how long claimed deliveries stay this sender's before they are due again (a process that died) */
   leaseMs?: number;
   /** waits after each failed attempt (tests shorten it) */
@@ -34,20 +40,38 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * How long a claimed batch is this sender's: then it is due again for any sender, which is how a process killed
- * mid-delivery loses nothing. Longer than a batch can take: two rounds of 200 deliveries to one endpoint, 128
- * connections at a time, each at most WEBHOOK_TIMEOUT_MS, is 40 s.
+ * mid-delivery loses nothing. Longer than a delivery can wait in hand: a claim adds at most a batch (200) to an
+ * endpoint holding fewer than ENDPOINT_CONCURRENCY (128), so the last of them is posted after at most two
+ * WEBHOOK_TIMEOUT_MS and answered by the third, 30 s. A delivery whose lease has passed is not posted.
  */
 export const CLAIM_LEASE_MS = 60_000;
 /** How long an endpoint has to answer (the whole request). */
 export const WEBHOOK_TIMEOUT_MS = 10_000;
 /** How much of an endpoint's answer is read (the attempt log keeps none of it; the rest is never read). */
 export const WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024;
+/** Requests in flight to one endpoint at most (the HTTP client's connections to one origin). */
+export const ENDPOINT_CONCURRENCY = 128;
+/** Full endpoints may hold this many times the budget of the others, in all (memory and sockets stay bounded). */
+const FULL_ENDPOINTS_BUDGET_FACTOR = 4;
+/** How long answers wait to be recorded together while requests are still in flight. */
+const RECORD_LINGER_MS = 20;
+
+interface Answered {
+  d: ClaimedDelivery;
+  ep: SendingEndpoint;
+  res: WebhookResponse;
+  sentAt: Date;
+}
 
 export function startWebhookSender(services: Services, options: SenderOptions = {}): { stop(): Promise<void> } {
   const batchSize = options.batchSize ?? 200;
   const leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
-  const concurrency = options.concurrency ?? 2;
   const pollMs = options.pollMs ?? 500;
+  /** deliveries in hand for endpoints with room (and for fresh hand-offs waiting to be taken) */
+  const budget = batchSize * (options.concurrency ?? 2);
+  /** new work is taken once this much room is free (or nothing is in hand): claims and records stay batched */
+  const lowWater = Math.max(1, Math.floor(batchSize / 4));
+  const lanes = new EndpointLanes(options.endpointConcurrency ?? ENDPOINT_CONCURRENCY);
   const client = new WebhookHttpClient({
     timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
     maxBodyBytes: options.maxBodyBytes ?? WEBHOOK_MAX_RESPONSE_BYTES,
@@ -72,52 +96,101 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   };
   let running = true;
 
-  // fresh deliveries the fan-out handed over, oldest first: at most a batch for each round in flight
+  // fresh deliveries the fan-out handed over, oldest first: taken while their endpoint has room
   const handed: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
-  const maxHanded = batchSize * concurrency;
   let lastClaimAt = 0;
-  /** the table may hold due deliveries now: deliveries were queued unclaimed, or the last claim was full */
+  /** the table may hold due deliveries now: queued unclaimed, left by a full claim, or of an endpoint no longer full */
   let tableDue = true;
   const unregister = registerIntake(services.pool, {
-    capacity: () => (running ? Math.max(0, maxHanded - handed.length) : 0),
+    capacity: () => (running ? Math.max(0, budget - handed.length) : 0),
     leaseUntil: (now) => new Date(now.getTime() + leaseMs),
     receive: (deliveries, leaseUntil) => {
       if (!running) return void release(deliveries.map((d) => d.delivery_id));
       for (const delivery of deliveries) handed.push({ delivery, leaseUntil: leaseUntil.getTime() });
-      wakeOne();
+      wake();
     },
   });
-  // handed deliveries this sender will not post: due now for any sender, not at the end of their lease
+  // deliveries in hand this sender will not post: due now for any sender, not at the end of their lease
   const release = (deliveryIds: string[]) =>
-    releaseDeliveries(services.pool, deliveryIds, services.now()).catch((err) => services.logger.warn({ err }, 'could not release handed webhook deliveries'));
-  /** handed deliveries with at least half their lease left (the rest are due again at its end, for any sender) */
-  const takeHanded = (now: Date, limit: number): ClaimedDelivery[] => {
-    const taken = handed.splice(0, limit);
-    return taken.filter((h) => h.leaseUntil - now.getTime() >= leaseMs / 2).map((h) => h.delivery);
+    releaseDeliveries(services.pool, deliveryIds, services.now()).catch((err) => services.logger.warn({ err }, 'could not release webhook deliveries'));
+  /** room for new deliveries of endpoints with room; the full ones' lanes count against a larger bound */
+  const room = () => Math.min(budget - lanes.heldWithRoom(), FULL_ENDPOINTS_BUDGET_FACTOR * budget - lanes.held);
+  /**
+   * Handed deliveries to take now, oldest first: up to `limit`, while their endpoint has room, with at least half
+   * their lease left (the rest are due again at its end, for any sender). Those of full endpoints stay handed.
+   */
+  const takeHanded = (now: Date, limit: number): Array<{ delivery: ClaimedDelivery; leaseUntil: number }> => {
+    const taken: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
+    const takenBy = new Map<string, number>();
+    for (let i = 0; i < handed.length && taken.length < limit;) {
+      const h = handed[i];
+      if (h.leaseUntil - now.getTime() < leaseMs / 2) {
+        handed.splice(i, 1);
+        continue;
+      }
+      const id = h.delivery.endpoint_id;
+      const n = takenBy.get(id) ?? 0;
+      if (lanes.heldBy(id) + n >= lanes.perEndpoint) {
+        i++;
+        continue;
+      }
+      takenBy.set(id, n + 1);
+      taken.push(h);
+      handed.splice(i, 1);
+    }
+    return taken;
   };
 
-  const round = async (): Promise<number> => {
+  /** Takes new deliveries into the lanes, from the hand-off and the table; whether it took any. */
+  const fill = async (): Promise<boolean> => {
+    const free = room();
+    if (free <= 0 || (free < lowWater && lanes.held > 0)) return false;
     const now = services.now();
     // the table is claimed when deliveries were queued unclaimed, and every pollMs (retries, other processes'
     // deliveries, deliveries whose sender died); not for each hand-off. Before the handed deliveries are taken, so
     // a failed claim leaves them handed.
     let claimed: ClaimedDelivery[] = [];
-    const room = batchSize - Math.min(batchSize, handed.length);
-    if (room > 0 && (tableDue || Date.now() - lastClaimAt >= pollMs)) {
+    let claimedAll = false;
+    const handedWithRoom = handed.reduce((n, h) => (lanes.isFull(h.delivery.endpoint_id) ? n : n + 1), 0);
+    const claimRoom = Math.min(batchSize, free - handedWithRoom);
+    if (claimRoom > 0 && (tableDue || Date.now() - lastClaimAt >= pollMs)) {
       tableDue = false;
       lastClaimAt = Date.now();
-      // the lease makes the rows due again if this process dies before recording them
-      claimed = await claimDueDeliveries(services.pool, now, room, new Date(now.getTime() + leaseMs));
-      if (claimed.length === room) tableDue = true;
+      claimed = await claimDueDeliveries(services.pool, now, claimRoom, new Date(now.getTime() + leaseMs), lanes.fullEndpoints());
+      claimedAll = claimed.length === claimRoom;
     }
-    const due = [...takeHanded(now, batchSize - claimed.length), ...claimed];
-    const taken = due.length;
-    if (taken === 0) return 0;
-    const endpoints = await endpointsById(services.pool, [...new Set(due.map((r) => r.endpoint_id))]);
-    // a delivery of an endpoint disabled since it was queued waits, set aside, until it is enabled again
-    const results = await Promise.all(due.filter((d) => endpoints.get(d.endpoint_id)?.enabled).map(async (d) => {
-      const ep = endpoints.get(d.endpoint_id)!;
+    const claimedUntil = now.getTime() + leaseMs;
+    const taken = [...takeHanded(now, Math.max(0, free - claimed.length)), ...claimed.map((delivery) => ({ delivery, leaseUntil: claimedUntil }))];
+    if (taken.length === 0) return false;
+    const endpoints = await endpointsById(services.pool, [...new Set(taken.map((t) => t.delivery.endpoint_id))]);
+    const touched = new Set<string>();
+    for (const { delivery, leaseUntil } of taken) {
+      // a delivery of an endpoint disabled since it was queued waits, set aside, until it is enabled again
+      const endpoint = endpoints.get(delivery.endpoint_id);
+      if (!endpoint?.enabled) continue;
+      lanes.add({ delivery, endpoint, leaseUntil });
+      touched.add(delivery.endpoint_id);
+    }
+    for (const id of touched) pump(id);
+    // a full claim leaves more due, unless it filled its endpoints: their lanes bring the table back as they empty
+    if (claimedAll && claimed.some((d) => !lanes.isFull(d.endpoint_id))) tableDue = true;
+    return true;
+  };
+
+  /** Starts the endpoint's waiting deliveries while it has requests to spare. */
+  const pump = (endpointId: string) => {
+    while (running) {
+      const held = lanes.startNext(endpointId);
+      if (!held) return;
+      void post(held);
+    }
+  };
+
+  const answered: Answered[] = [];
+  const post = async ({ delivery: d, endpoint: ep, leaseUntil }: HeldDelivery) => {
+    try {
       const sentAt = services.now();
+      if (sentAt.getTime() >= leaseUntil) return; // due again in the table: another sender may have it
       const secrets = [ep.secret, ...(ep.previousSecret && ep.previousValidUntil && ep.previousValidUntil > sentAt ? [ep.previousSecret] : [])];
       const signature = secrets.map((s) => signerOf(s).sign(d.webhook_id, sentAt, d.payload)).join(' ');
       const res = await client.post({
@@ -125,19 +198,33 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
         body: d.payload,
         headers: { 'webhook-id': d.webhook_id, 'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)), 'webhook-signature': signature },
       });
-      return { d, ep, res, sentAt };
-    }));
-    if (results.length === 0) return taken;
+      answered.push({ d, ep, res, sentAt });
+    } catch (err) {
+      services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
+    } finally {
+      const wasFull = lanes.isFull(d.endpoint_id);
+      lanes.finish(d.endpoint_id);
+      // the claims passed its due deliveries over while it was full
+      if (wasFull && !lanes.isFull(d.endpoint_id)) tableDue = true;
+      pump(d.endpoint_id);
+      scheduleRecord();
+      wake();
+    }
+  };
+
+  /** Records a batch of answers: each attempt and its next retry, the endpoints' failure streaks, disabling. */
+  const record = async (batch: Answered[]) => {
     const after = services.now();
-    const disable: Array<{ endpoint: WebhookEndpointRow; reason: 'gone' | 'failing' }> = [];
-    const rows = results.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
+    const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
+    const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
+    const rows = batch.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
       const ok = res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;
       countAttempt(ok ? 'success' : res.failure ?? 'http_error', res.latencyMs);
       const attempts = d.attempts + 1;
       const gone = res.statusCode === 410;
       const delay = ok || gone ? undefined : nextRetryDelay(schedule, attempts, options.random);
       const nextAt = delay === undefined ? null : new Date(after.getTime() + delay);
-      if (gone) disable.push({ endpoint: ep, reason: 'gone' });
+      if (gone && !disable.some((x) => x.endpoint.endpointId === ep.endpointId)) disable.push({ endpoint: ep, reason: 'gone' });
       return {
         deliveryId: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status: ok ? 'succeeded' : nextAt ? 'pending' : 'failed', nextAt,
         attemptedAt: sentAt, statusCode: res.statusCode, latencyMs: res.latencyMs, error: ok ? null : res.error ?? `HTTP ${res.statusCode}`,
@@ -153,54 +240,96 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     for (const { endpoint, reason } of disable) {
       if (await disableFailingEndpoint(deps, endpoint.companyId, endpoint.endpointId, reason)) services.metrics.webhookEndpointsDisabled.labels(reason).inc();
       await setDeliveriesAside(services.pool, endpoint.endpointId);
+      lanes.takeWaiting(endpoint.endpointId); // set aside in the table with the rest
       services.logger.warn({ endpointId: endpoint.endpointId, reason }, 'webhook endpoint disabled');
     }
-    return taken;
   };
 
-  // several rounds in flight, so one round's HTTP calls overlap another's database work (claims never overlap)
-  const wakers = new Set<() => void>();
-  const wakeOne = () => [...wakers][0]?.();
+  // answers are recorded a batch at a time, one batch after another: at once when nothing else is in flight or a
+  // batch has gathered, else after RECORD_LINGER_MS. A batch that fails to record is due again at its lease.
+  let recording: Promise<void> | undefined;
+  let linger: NodeJS.Timeout | undefined;
+  const scheduleRecord = () => {
+    if (recording || answered.length === 0) return;
+    if (answered.length >= batchSize || lanes.inFlight === 0) return void recordNow();
+    linger ??= setTimeout(recordNow, RECORD_LINGER_MS);
+  };
+  const recordNow = () => {
+    clearTimeout(linger);
+    linger = undefined;
+    if (recording || answered.length === 0) return;
+    recording = (async () => {
+      while (answered.length > 0) {
+        const batch = answered.splice(0, batchSize);
+        try {
+          await record(batch);
+        } catch (err) {
+          services.logger.error({ err, deliveries: batch.length }, 'webhook attempts could not be recorded; the deliveries are due again when their lease ends');
+          await sleep(100);
+        }
+        if (answered.length < batchSize && lanes.inFlight > 0) break;
+      }
+    })().finally(() => {
+      recording = undefined;
+      scheduleRecord();
+    });
+  };
+
+  // one filler takes new work: when woken (a hand-off, deliveries queued, an answer that freed room) or every pollMs
+  let wakeFiller: (() => void) | undefined;
+  let woken = false;
+  const wake = () => {
+    woken = true;
+    wakeFiller?.();
+  };
   const unsubscribe = onDeliveriesQueued(() => {
     tableDue = true;
-    for (const w of [...wakers]) w();
+    wake();
   });
-  const loop = async () => {
+  const filler = (async () => {
     let failures = 0;
     while (running) {
-      let taken = 0;
+      woken = false;
+      let took: boolean;
       try {
-        taken = await round();
+        took = await fill();
         failures = 0;
       } catch (err) {
         failures++;
-        services.logger.error({ err }, 'webhook sender round failed');
+        services.logger.error({ err }, 'webhook sender could not take new deliveries');
         await sleep(Math.min(5000, 50 * 2 ** Math.min(failures, 7)));
         continue;
       }
-      if (taken >= batchSize || handed.length > 0 || !running) continue;
+      if (took || woken || !running) continue;
       await new Promise<void>((resolve) => {
-        const wake = () => {
+        const timer = setTimeout(done, pollMs);
+        function done() {
           clearTimeout(timer);
-          wakers.delete(wake);
+          wakeFiller = undefined;
           resolve();
-        };
-        const timer = setTimeout(wake, pollMs);
-        wakers.add(wake);
+        }
+        wakeFiller = done;
       });
     }
+  })();
+
+  const inFlightEnded = async () => {
+    while (lanes.inFlight > 0) await sleep(10);
   };
-  const loops = Promise.all(Array.from({ length: concurrency }, loop));
 
   return {
     async stop() {
       running = false;
       unsubscribe();
       unregister();
-      for (const w of [...wakers]) w();
-      await loops;
+      wake();
+      await filler;
+      const notPosted = lanes.takeWaiting().map((h) => h.delivery.delivery_id);
+      await inFlightEnded();
+      recordNow();
+      await recording;
       client.close();
-      await release(handed.splice(0).map((h) => h.delivery.delivery_id));
+      await release([...notPosted, ...handed.splice(0).map((h) => h.delivery.delivery_id)]);
     },
   };
 }

@@ -4,7 +4,7 @@ import type { Resolver } from '../../src/adapters/webhooks/address-guard';
 import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
 import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING } from '../../src/projections/webhooks/deliveries';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
-import { startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
+import { ENDPOINT_CONCURRENCY, startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
 import { SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
 
@@ -28,7 +28,7 @@ describe('webhook sender', () => {
       await c.query('BEGIN');
       await c.query(CLAIM_DUE_PLAN_SETTING);
       const now = new Date();
-      const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${CLAIM_DUE_DELIVERIES_SQL}`, [now, 200, new Date(now.getTime() + 60_000)]);
+      const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${CLAIM_DUE_DELIVERIES_SQL}`, [now, 200, new Date(now.getTime() + 60_000), []]);
       const plan = r.rows[0]['QUERY PLAN'][0].Plan as { 'Shared Hit Blocks': number; 'Shared Read Blocks': number };
       return plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
     } finally {
@@ -83,6 +83,68 @@ describe('webhook sender', () => {
     expect(peak).toBeGreaterThan(BATCH);
     const rows = await t.db.pool.query(`SELECT status, attempts, count(*)::int AS n FROM webhooks.deliveries WHERE endpoint_id = $1 GROUP BY 1, 2`, [ep.id]);
     expect(rows.rows).toEqual([{ status: 'succeeded', attempts: 1, n: COUNT }]);
+  });
+
+  it("a stuck endpoint with a backlog holds only its own lane: another endpoint on the same host is served meanwhile; every delivery arrives once", async () => {
+    const stuck = await register('/stuck');
+    const fine = await register('/fine');
+    let unblock!: () => void;
+    const blocked = new Promise<void>((ok) => (unblock = ok));
+    let stuckInFlight = 0;
+    let stuckPeak = 0;
+    receiver.respond(async (r) => {
+      if (r.path !== '/stuck') return 204;
+      stuckPeak = Math.max(stuckPeak, ++stuckInFlight);
+      await blocked; // answers nothing until the other endpoint's deliveries are recorded
+      stuckInFlight--;
+      return 204;
+    });
+    const BACKLOG = 1_000;
+    const FRESH = 50;
+    await queue(stuck.id, BACKLOG, 'stuck', new Date(Date.now() - 60_000)); // due first: ahead of the others in every claim
+    await queue(fine.id, FRESH, 'fine');
+    const statusOf = async (endpointId: string) => Object.fromEntries((await t.db.pool.query<{ status: string; n: number }>(
+      'SELECT status, count(*)::int AS n FROM webhooks.deliveries WHERE endpoint_id = $1 GROUP BY 1', [endpointId])).rows.map((r) => [r.status, r.n]));
+    const sender = startWebhookSender(t.services, { pollMs: 10 });
+    try {
+      await waitUntil(async () => (await statusOf(fine.id)).succeeded === FRESH, 20_000, "the other endpoint's deliveries, recorded while the stuck one answers nothing");
+      await waitUntil(async () => stuckInFlight === ENDPOINT_CONCURRENCY, 20_000, 'the stuck endpoint at its concurrency');
+      expect(await statusOf(stuck.id)).toEqual({ pending: BACKLOG }); // none answered, none recorded
+      expect(receiver.received.filter((r) => r.path === '/fine')).toHaveLength(FRESH);
+      unblock();
+      await waitUntil(async () => (await statusOf(stuck.id)).succeeded === BACKLOG, 30_000, 'the backlog, once the endpoint answers');
+    } finally {
+      unblock();
+      await sender.stop();
+    }
+    expect(stuckPeak).toBe(ENDPOINT_CONCURRENCY);
+    const ids = receiver.received.filter((r) => r.path === '/stuck').map((r) => r.headers['webhook-id']);
+    expect(ids).toHaveLength(BACKLOG);
+    expect(new Set(ids).size).toBe(BACKLOG);
+  });
+
+  it("stopping, a sender lets its requests in flight finish and releases its endpoints' waiting deliveries: due at once, not at their lease's end", async () => {
+    const ep = await register('/lane');
+    let answer!: () => void;
+    const held = new Promise<void>((ok) => (answer = ok));
+    let arrived = 0;
+    receiver.respond(async (r) => {
+      if (r.path !== '/lane') return 204;
+      arrived++;
+      await held;
+      return 204;
+    });
+    await queue(ep.id, 3, 'lane');
+    const sender = startWebhookSender(t.services, { pollMs: 10, endpointConcurrency: 1 }); // one request at a time: two wait
+    await waitUntil(async () => arrived === 1, 10_000, 'the first delivery in flight');
+    const stopped = sender.stop();
+    answer();
+    await stopped;
+    const rows = (await t.db.pool.query<{ status: string; attempts: number; next_attempt_at: Date | null }>(
+      'SELECT status, attempts, next_attempt_at FROM webhooks.deliveries WHERE endpoint_id = $1 ORDER BY status DESC, webhook_id', [ep.id])).rows;
+    expect(rows.map((r) => [r.status, r.attempts])).toEqual([['succeeded', 1], ['pending', 0], ['pending', 0]]);
+    for (const r of rows.slice(1)) expect(r.next_attempt_at!.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(arrived).toBe(1);
   });
 
   it('an endpoint failing every attempt for 5 days is disabled (reason failing); one success resets the streak', async () => {

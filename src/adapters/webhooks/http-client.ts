@@ -38,7 +38,8 @@ export class WebhookHttpClient {
   constructor(private readonly options: WebhookHttpClientOptions) {
     // every new connection resolves through the guard, so a name re-pointed at a private address is caught there
     const lookup = options.allowPrivate ? undefined : options.resolve ? guardLookup(options.resolve) : guardedLookup;
-    this.agent = new Agent({ connections: 128, connect: { timeout: options.timeoutMs, ...(lookup ? { lookup: lookup as never } : {}) } });
+    // no cap per origin: the sender's lanes cap the requests to each endpoint, and endpoints may share an origin
+    this.agent = new Agent({ connections: null, connect: { timeout: options.timeoutMs, ...(lookup ? { lookup: lookup as never } : {}) } });
   }
 
   post(request: WebhookPost): Promise<WebhookResponse> {

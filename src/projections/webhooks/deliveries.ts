@@ -60,10 +60,13 @@ export interface ClaimedDelivery {
   attempts: number;
 }
 
-/** The due claim: the oldest due deliveries of enabled endpoints, moved a lease ahead (SKIP LOCKED: senders share them). */
+/**
+ * The due claim: the oldest due deliveries of enabled endpoints but those in $4 (the sender's full ones), moved a
+ * lease ahead (SKIP LOCKED: senders share them).
+ */
 export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
    FROM (SELECT c.delivery_id FROM webhooks.deliveries c
-          WHERE c.status = 'pending' AND c.next_attempt_at <= $1
+          WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
             AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
           ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) claimed
   WHERE d.delivery_id = claimed.delivery_id
@@ -73,18 +76,24 @@ export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_a
 export const CLAIM_DUE_PLAN_SETTING = 'SET LOCAL enable_bitmapscan = off';
 
 /**
- * Claims up to `limit` due deliveries until `leaseUntil`, in a short transaction of its own (none stays open across
- * the HTTP calls: it would hold back every reader of the event log). The plan must be the due index read in order,
- * stopping at the limit: delivered rows leave dead entries in that index until vacuum (thousands a second under
- * load), and a plain index scan marks them dead as it passes, so the next claim skips them, where a bitmap scan
- * (the planner's usual choice here) would visit every one on every claim. The endpoint check is a per-row subquery,
- * not a join, for the same reason: a join lets the planner read every due delivery before sorting (a backlog of a
- * slow endpoint on every claim).
+ * Claims up to `limit` due deliveries until `leaseUntil`, but none of the endpoints `passOver`, in a short
+ * transaction of its own (none stays open across the HTTP calls: it would hold back every reader of the event log).
+ * The plan must be the due index read in order, stopping at the limit: delivered rows leave dead entries in that
+ * index until vacuum (thousands a second under load), and a plain index scan marks them dead as it passes, so the
+ * next claim skips them, where a bitmap scan (the planner's usual choice here) would visit every one on every claim.
+ * The endpoint check is a per-row subquery, not a join, for the same reason: a join lets the planner read every due
+ * delivery before sorting (a backlog of a slow endpoint on every claim).
  */
-export async function claimDueDeliveries(pool: Pool, now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
+export async function claimDueDeliveries(
+  pool: Pool,
+  now: Date,
+  limit: number,
+  leaseUntil: Date,
+  passOver: readonly string[] = [],
+): Promise<ClaimedDelivery[]> {
   return withTransaction(pool, async (tx) => {
     await tx.query(CLAIM_DUE_PLAN_SETTING);
-    return (await tx.query<ClaimedDelivery>(CLAIM_DUE_DELIVERIES_SQL, [now, limit, leaseUntil])).rows;
+    return (await tx.query<ClaimedDelivery>(CLAIM_DUE_DELIVERIES_SQL, [now, limit, leaseUntil, passOver])).rows;
   });
 }
 

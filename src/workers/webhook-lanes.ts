@@ -1,0 +1,102 @@
+import type { ClaimedDelivery } from '../projections/webhooks/deliveries';
+import type { SendingEndpoint } from '../projections/webhooks/queries';
+
+// The sender's deliveries in hand, one lane per endpoint (docs/webhooks.md, "Fairness"): an endpoint has at most
+// `perEndpoint` requests in flight, the rest of its deliveries wait in its lane, and an endpoint holding that many
+// is full: the sender claims and takes no more of its deliveries until it has room, so a slow or timing-out
+// endpoint with a backlog holds its own lane and no other endpoint's.
+
+export interface HeldDelivery {
+  delivery: ClaimedDelivery;
+  endpoint: SendingEndpoint;
+  /** when the delivery is due again in the table for any sender (epoch ms): it is not posted after that */
+  leaseUntil: number;
+}
+
+interface Lane {
+  inFlight: number;
+  waiting: HeldDelivery[];
+}
+
+export class EndpointLanes {
+  private readonly lanes = new Map<string, Lane>();
+  private heldCount = 0;
+  private inFlightCount = 0;
+
+  constructor(readonly perEndpoint: number) {}
+
+  /** deliveries in hand: in flight or waiting */
+  get held(): number {
+    return this.heldCount;
+  }
+
+  get inFlight(): number {
+    return this.inFlightCount;
+  }
+
+  heldBy(endpointId: string): number {
+    const lane = this.lanes.get(endpointId);
+    return lane ? lane.inFlight + lane.waiting.length : 0;
+  }
+
+  isFull(endpointId: string): boolean {
+    return this.heldBy(endpointId) >= this.perEndpoint;
+  }
+
+  fullEndpoints(): string[] {
+    return [...this.lanes.keys()].filter((id) => this.isFull(id));
+  }
+
+  /** deliveries held by endpoints with room: what counts against the sender's budget for new work */
+  heldWithRoom(): number {
+    let n = 0;
+    for (const [id, lane] of this.lanes) if (!this.isFull(id)) n += lane.inFlight + lane.waiting.length;
+    return n;
+  }
+
+  add(held: HeldDelivery): void {
+    const id = held.delivery.endpoint_id;
+    let lane = this.lanes.get(id);
+    if (!lane) this.lanes.set(id, (lane = { inFlight: 0, waiting: [] }));
+    lane.waiting.push(held);
+    this.heldCount++;
+  }
+
+  /** the endpoint's next delivery to post, counted in flight, if it has a request to spare */
+  startNext(endpointId: string): HeldDelivery | undefined {
+    const lane = this.lanes.get(endpointId);
+    if (!lane || lane.inFlight >= this.perEndpoint) return undefined;
+    const next = lane.waiting.shift();
+    if (next) {
+      lane.inFlight++;
+      this.inFlightCount++;
+    }
+    return next;
+  }
+
+  /** a request of the endpoint ended (answered, failed or not made) */
+  finish(endpointId: string): void {
+    const lane = this.lanes.get(endpointId);
+    if (!lane || lane.inFlight === 0) return;
+    lane.inFlight--;
+    this.inFlightCount--;
+    this.heldCount--;
+    this.forgetIfEmpty(endpointId, lane);
+  }
+
+  /** takes the deliveries waiting (not in flight) of one endpoint, or of all */
+  takeWaiting(endpointId?: string): HeldDelivery[] {
+    const taken: HeldDelivery[] = [];
+    for (const [id, lane] of this.lanes) {
+      if (endpointId !== undefined && id !== endpointId) continue;
+      taken.push(...lane.waiting.splice(0));
+      this.forgetIfEmpty(id, lane);
+    }
+    this.heldCount -= taken.length;
+    return taken;
+  }
+
+  private forgetIfEmpty(id: string, lane: Lane): void {
+    if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(id);
+  }
+}

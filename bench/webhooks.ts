@@ -2,6 +2,10 @@
 //  1. webhook_events_delivered_per_s: 20,000 queued deliveries to one endpoint, sent by one sender (as `serve`
 //     runs it) to a local receiver in another process, measured at the receiver from the first to the last
 //     arrival (budget >= 2000/s).
+//  1b. webhook_events_delivered_beside_stuck_endpoint: the same flood to the same endpoint while another endpoint,
+//     with a backlog of BENCH_STUCK_BACKLOG (default 5,000) deliveries due before the flood, answers nothing (held
+//     open past the sender's 10-s timeout): the rate against step 1's in the same run (fairness between endpoints,
+//     docs/webhooks.md; our budget >= 0.5: a stuck endpoint may cost the others its claims' scans, not their rate).
 //  2. send_throughput_ratio_with_endpoint: POST /api/v1/platform-templates/send/ (sandbox provider, 20
 //     connections, as bench/sends.ts) with the fan-out and the sender running, with one endpoint subscribed to
 //     message.sent against none: rounds alternate without / with, each after the previous round's webhooks have
@@ -24,6 +28,7 @@ const CONNECTIONS = 20;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const FLOOD = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 20_000);
+const STUCK_BACKLOG = Number(process.env.BENCH_STUCK_BACKLOG ?? 5_000);
 // 12 s: after 3 s the first round without an endpoint still used about 12 % more CPU per send than the later ones, which
 // raised the first round's ratio (0.95 against 0.81–0.87)
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 12);
@@ -32,7 +37,7 @@ const PHONE_NUMBER_ID = BENCH_PHONE_NUMBER_ID;
 
 const fixture = benchSendsFixture();
 
-type ToChild = { type: 'flood'; endpointId: string; count: number } | { type: 'stop' };
+type ToChild = { type: 'flood'; endpointId: string; count: number; prefix: string; dueAgoMs?: number } | { type: 'stop' };
 type FromChild = { type: 'ready'; url: string } | { type: 'flooded' } | { type: 'stopped' } | { type: 'error'; message: string };
 
 // ---- child: the server -----------------------------------------------------------------------------
@@ -51,11 +56,11 @@ async function server(): Promise<void> {
     void (async () => {
       try {
         if (m.type === 'flood') {
-          const now = services.now();
+          const now = new Date(services.now().getTime() - (m.dueAgoMs ?? 0));
           for (let i = 0; i < m.count; i += 5000) {
             await queueDeliveries(db.pool, Array.from({ length: Math.min(5000, m.count - i) }, (_, j) => ({
-              endpointId: m.endpointId, companyId: 1, webhookId: `msg_flood${i + j}`, eventType: 'message.sent',
-              payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { id: `flood-${i + j}`, padding: 'x'.repeat(600) } }),
+              endpointId: m.endpointId, companyId: 1, webhookId: `msg_${m.prefix}${i + j}`, eventType: 'message.sent',
+              payload: JSON.stringify({ type: 'message.sent', timestamp: now.toISOString(), data: { id: `${m.prefix}-${i + j}`, padding: 'x'.repeat(600) } }),
             })), now);
           }
           send({ type: 'flooded' });
@@ -80,9 +85,22 @@ async function main(): Promise<void> {
   let arrivals = 0;
   let firstAt = 0;
   let lastAt = 0;
+  // the stuck endpoint's requests are held open (past the sender's timeout) until `unstick`
+  let stuck = true;
+  let stuckArrivals = 0;
+  const held: Array<import('node:http').ServerResponse> = [];
+  const unstick = () => {
+    stuck = false;
+    for (const res of held.splice(0)) if (!res.destroyed) res.writeHead(204).end();
+  };
   const receiver = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
+      if (req.url === '/stuck') {
+        stuckArrivals++;
+        if (stuck) return void held.push(res);
+        return void res.writeHead(204).end();
+      }
       arrivals++;
       lastAt = performance.now();
       if (!firstAt) firstAt = lastAt;
@@ -113,17 +131,40 @@ async function main(): Promise<void> {
 
     // 1. delivery throughput
     log(`webhooks bench: ${FLOOD} deliveries to ${receiverUrl}`);
-    child.send({ type: 'flood', endpointId: endpoint.id, count: FLOOD } satisfies ToChild);
+    const floodSentAt = performance.now();
+    child.send({ type: 'flood', endpointId: endpoint.id, count: FLOOD, prefix: 'flood' } satisfies ToChild);
     await nextMessage<FromChild, 'flooded'>(child, 'flooded');
     const f0 = cpuSnapshot(child.pid!);
     await until(() => arrivals >= FLOOD, 'the flood');
     const f1 = cpuSnapshot(child.pid!);
     const perS = (arrivals - 1) / Math.max(0.001, (lastAt - firstAt) / 1000);
+    /** from the flood's queuing to its last arrival: what a client waits (the baseline of step 1b) */
+    const queuedToLastPerS = arrivals / Math.max(0.001, (lastAt - floodSentAt) / 1000);
     // CPU per delivered event while the sender posts the queued flood (the receiver counted in `self`)
     const perEvent = cpuMsPer(f0, f1, FLOOD);
     const cpuPerEvent = { server: round(perEvent.server, 3), postgres: round(perEvent.postgres, 3), receiver: round(perEvent.self, 3) };
     log(`delivered ${arrivals} in ${round((lastAt - firstAt) / 1000, 2)} s; CPU ms per event: server ${cpuPerEvent.server}, postgres ${cpuPerEvent.postgres}, receiver ${cpuPerEvent.receiver}`);
     emit({ bench: 'webhooks', metric: 'webhook_events_delivered_per_s', value: round(perS), unit: 'events/s', budget: 2000, events: FLOOD, cpu_ms_per_event: cpuPerEvent });
+
+    // 1b. the same flood beside a stuck endpoint whose backlog is due first
+    const stuckEndpoint = await api('POST', '/api/v1/webhook-endpoints/', { url: receiverUrl.replace(/\/hooks$/, '/stuck'), event_types: ['message.sent'] });
+    child.send({ type: 'flood', endpointId: stuckEndpoint.id, count: STUCK_BACKLOG, prefix: 'stuck', dueAgoMs: 60_000 } satisfies ToChild);
+    await nextMessage<FromChild, 'flooded'>(child, 'flooded');
+    await until(() => stuckArrivals > 0, 'the stuck endpoint\'s first requests');
+    const before = arrivals;
+    const besideSentAt = performance.now();
+    child.send({ type: 'flood', endpointId: endpoint.id, count: FLOOD, prefix: 'beside' } satisfies ToChild);
+    await nextMessage<FromChild, 'flooded'>(child, 'flooded');
+    await until(() => arrivals - before >= FLOOD, 'the flood beside the stuck endpoint', 900_000);
+    const besidePerS = FLOOD / Math.max(0.001, (lastAt - besideSentAt) / 1000);
+    log(`from queuing to the last arrival: ${round((lastAt - besideSentAt) / 1000, 2)} s beside a stuck endpoint (${STUCK_BACKLOG} due first, ${stuckArrivals} of its requests arrived), ${round(FLOOD / queuedToLastPerS, 2)} s alone`);
+    emit({
+      bench: 'webhooks', metric: 'webhook_events_delivered_beside_stuck_endpoint', value: round(besidePerS), unit: 'events/s',
+      baseline: 'the same flood alone (step 1), both from queuing to the last arrival', baseline_value: round(queuedToLastPerS), budget: 0.5,
+      events: FLOOD, stuck_backlog: STUCK_BACKLOG, stuck_requests_arrived: stuckArrivals,
+    });
+    await api('PATCH', `/api/v1/webhook-endpoints/${stuckEndpoint.id}/`, { enabled: false }); // its backlog set aside
+    unstick();
 
     // 2. sends with and without an endpoint
     let n = 0;

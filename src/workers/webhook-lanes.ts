@@ -20,7 +20,10 @@ interface Lane {
 
 export class EndpointLanes {
   private readonly lanes = new Map<string, Lane>();
+  /** the full endpoints, and what they hold */
+  private readonly full = new Set<string>();
   private heldCount = 0;
+  private heldByFull = 0;
   private inFlightCount = 0;
 
   constructor(readonly perEndpoint: number) {}
@@ -40,26 +43,23 @@ export class EndpointLanes {
   }
 
   isFull(endpointId: string): boolean {
-    return this.heldBy(endpointId) >= this.perEndpoint;
+    return this.full.has(endpointId);
   }
 
   fullEndpoints(): string[] {
-    return [...this.lanes.keys()].filter((id) => this.isFull(id));
+    return [...this.full];
   }
 
   /** deliveries held by endpoints with room: what counts against the sender's budget for new work */
   heldWithRoom(): number {
-    let n = 0;
-    for (const [id, lane] of this.lanes) if (!this.isFull(id)) n += lane.inFlight + lane.waiting.length;
-    return n;
+    return this.heldCount - this.heldByFull;
   }
 
   add(held: HeldDelivery): void {
     const id = held.delivery.endpoint_id;
     let lane = this.lanes.get(id);
     if (!lane) this.lanes.set(id, (lane = { inFlight: 0, waiting: [] }));
-    lane.waiting.push(held);
-    this.heldCount++;
+    this.changeHeld(id, lane, () => lane.waiting.push(held));
   }
 
   /** the endpoint's next delivery to post, counted in flight, if it has a request to spare */
@@ -78,10 +78,8 @@ export class EndpointLanes {
   finish(endpointId: string): void {
     const lane = this.lanes.get(endpointId);
     if (!lane || lane.inFlight === 0) return;
-    lane.inFlight--;
+    this.changeHeld(endpointId, lane, () => lane.inFlight--);
     this.inFlightCount--;
-    this.heldCount--;
-    this.forgetIfEmpty(endpointId, lane);
   }
 
   /** takes the deliveries waiting (not in flight) of one endpoint, or of all */
@@ -89,14 +87,24 @@ export class EndpointLanes {
     const taken: HeldDelivery[] = [];
     for (const [id, lane] of this.lanes) {
       if (endpointId !== undefined && id !== endpointId) continue;
-      taken.push(...lane.waiting.splice(0));
-      this.forgetIfEmpty(id, lane);
+      this.changeHeld(id, lane, () => taken.push(...lane.waiting.splice(0)));
     }
-    this.heldCount -= taken.length;
     return taken;
   }
 
-  private forgetIfEmpty(id: string, lane: Lane): void {
-    if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(id);
+  /** applies a change to what a lane holds, keeping the counts, the full set and the lanes map in step */
+  private changeHeld(id: string, lane: Lane, change: () => void): void {
+    const before = lane.inFlight + lane.waiting.length;
+    if (this.full.has(id)) this.heldByFull -= before;
+    change();
+    const after = lane.inFlight + lane.waiting.length;
+    this.heldCount += after - before;
+    if (after >= this.perEndpoint) {
+      this.full.add(id);
+      this.heldByFull += after;
+    } else {
+      this.full.delete(id);
+    }
+    if (after === 0) this.lanes.delete(id);
   }
 }

@@ -95,6 +95,9 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     services.metrics.webhookAttemptDuration.labels(outcome).observe(latencyMs / 1000);
   };
   let running = true;
+  /** answers waiting to be recorded, and how many the record in progress holds */
+  const answered: Answered[] = [];
+  let recordingCount = 0;
 
   // fresh deliveries the fan-out handed over, oldest first: taken while their endpoint has room
   const handed: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
@@ -113,8 +116,14 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   // deliveries in hand this sender will not post: due now for any sender, not at the end of their lease
   const release = (deliveryIds: string[]) =>
     releaseDeliveries(services.pool, deliveryIds, services.now()).catch((err) => services.logger.warn({ err }, 'could not release webhook deliveries'));
-  /** room for new deliveries of endpoints with room; the full ones' lanes count against a larger bound */
-  const room = () => Math.min(budget - lanes.heldWithRoom(), FULL_ENDPOINTS_BUDGET_FACTOR * budget - lanes.held);
+  /**
+   * Room for new deliveries: the budget less what endpoints with room hold and the answers not yet recorded (so a
+   * slow database holds the sender back, as their leases run); the full endpoints' lanes count against a larger bound.
+   */
+  const room = () => {
+    const unrecorded = answered.length + recordingCount;
+    return Math.min(budget - lanes.heldWithRoom() - unrecorded, FULL_ENDPOINTS_BUDGET_FACTOR * budget - lanes.held - unrecorded);
+  };
   /**
    * Handed deliveries to take now, oldest first: up to `limit`, while their endpoint has room, with at least half
    * their lease left (the rest are due again at its end, for any sender). Those of full endpoints stay handed.
@@ -186,7 +195,6 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     }
   };
 
-  const answered: Answered[] = [];
   const post = async ({ delivery: d, endpoint: ep, leaseUntil }: HeldDelivery) => {
     try {
       const sentAt = services.now();
@@ -261,17 +269,21 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     recording = (async () => {
       while (answered.length > 0) {
         const batch = answered.splice(0, batchSize);
+        recordingCount = batch.length;
         try {
           await record(batch);
         } catch (err) {
           services.logger.error({ err, deliveries: batch.length }, 'webhook attempts could not be recorded; the deliveries are due again when their lease ends');
           await sleep(100);
+        } finally {
+          recordingCount = 0;
         }
         if (answered.length < batchSize && lanes.inFlight > 0) break;
       }
     })().finally(() => {
       recording = undefined;
       scheduleRecord();
+      wake(); // room freed
     });
   };
 

@@ -42,4 +42,38 @@ describe('endpoint lanes', () => {
     lanes.finish('a');
     expect([lanes.held, lanes.inFlight, lanes.fullEndpoints()]).toEqual([0, 0, []]);
   });
+
+  it('keeps its counts and its full set equal to a recount of the lanes, whatever the order of operations', () => {
+    const lanes = new EndpointLanes(3);
+    const model = new Map<string, { inFlight: number; waiting: number }>();
+    let seed = 42;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+    let fullSeen = 0;
+    for (let step = 0; step < 5_000; step++) {
+      const id = `e${rand(4)}`;
+      const m = model.get(id) ?? { inFlight: 0, waiting: 0 };
+      const op = rand(20); // adds, starts, finishes and takes balanced so endpoints go in and out of full
+      if (op < 4) {
+        lanes.add(held(id, step));
+        m.waiting++;
+      } else if (op < 9) {
+        if (lanes.startNext(id)) (m.waiting--, m.inFlight++);
+      } else if (op < 16) {
+        lanes.finish(id);
+        if (m.inFlight > 0) m.inFlight--;
+      } else {
+        lanes.takeWaiting(id);
+        m.waiting = 0;
+      }
+      model.set(id, m);
+      if (lanes.isFull(id)) fullSeen++;
+      const total = [...model.values()].reduce((n, x) => n + x.inFlight + x.waiting, 0);
+      const full = [...model].filter(([, x]) => x.inFlight + x.waiting >= 3).map(([k]) => k).sort();
+      const inFull = [...model].filter(([, x]) => x.inFlight + x.waiting >= 3).reduce((n, [, x]) => n + x.inFlight + x.waiting, 0);
+      expect([lanes.held, lanes.inFlight, lanes.heldWithRoom(), lanes.fullEndpoints().sort(), lanes.heldBy(id)])
+        .toEqual([total, [...model.values()].reduce((n, x) => n + x.inFlight, 0), total - inFull, full, m.inFlight + m.waiting]);
+    }
+    expect(fullSeen).toBeGreaterThan(300); // the walk did go through full lanes
+    expect(fullSeen).toBeLessThan(4_500); // and out of them
+  });
 });

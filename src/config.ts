@@ -5,10 +5,16 @@ const optional = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
 
+const PORT_NUMBER = 'a port number from 1 to 65535 (unset: no listener)';
+
 const configSchema = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     HOST: z.string().default('127.0.0.1'),
+    WORKER_OPS_PORT: z.preprocess(
+      (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
+      z.coerce.number({ error: PORT_NUMBER }).int(PORT_NUMBER).min(1, PORT_NUMBER).max(65_535, PORT_NUMBER).optional(),
+    ),
     DATA_DIR: z.string().default('./.switchboard'),
     DATABASE_URL: optional.refine((v) => v === undefined || isPostgresUrl(v), 'not a postgres:// URL (postgres://user:password@host:5432/database)'),
     EVENT_STORE: z.enum(['postgres', 'esdb']).default('postgres'),
@@ -58,6 +64,8 @@ export type RawConfig = z.infer<typeof configSchema>;
 
 export interface Config {
   http: { port: number; host: string };
+  /** `worker`'s listener for /healthz, /readyz and /metrics on http.host (none when unset) */
+  worker: { opsPort: number | undefined };
   dataDir: string;
   databaseUrl: string | undefined;
   eventStore: { kind: 'postgres' } | { kind: 'esdb'; url: string };
@@ -113,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const c = parsed.data;
   return {
     http: { port: c.PORT, host: c.HOST },
+    worker: { opsPort: c.WORKER_OPS_PORT },
     dataDir: c.DATA_DIR,
     databaseUrl: c.DATABASE_URL,
     eventStore: c.EVENT_STORE === 'esdb' ? { kind: 'esdb', url: c.EVENTSTORE_URL as string } : { kind: 'postgres' },

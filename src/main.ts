@@ -14,6 +14,7 @@ import { createProvider } from './adapters/provider';
 import { createEventRegistry } from './events/catalogue';
 import { ValidatingEventStore } from './events/validating-store';
 import { buildApp } from './http/app';
+import { buildOpsApp } from './http/ops-app';
 import type { EventStore } from './ports/event-store';
 import type { MessagingProvider } from './ports/provider';
 import type { RecordTransport } from './ports/transport';
@@ -34,6 +35,8 @@ export interface Runtime {
   services: Services;
   app?: FastifyInstance;
   url?: string;
+  /** `worker`'s ops listener (/healthz, /readyz, /metrics), when WORKER_OPS_PORT is set */
+  opsUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -191,7 +194,14 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
       cleanups.push(() => app!.close());
       url = await startupStep('http', `${config.http.host}:${config.http.port}`, () => app!.listen({ port: config.http.port, host: config.http.host }));
     }
-    return { services, app, url, stop: cleanup };
+    let opsUrl: string | undefined;
+    const opsPort = config.worker.opsPort;
+    if (role === 'worker' && opsPort !== undefined) {
+      const ops = await buildOpsApp(services, { logger: { level: config.logLevel } });
+      cleanups.push(() => ops.close());
+      opsUrl = await startupStep('ops-http', `${config.http.host}:${opsPort}`, () => ops.listen({ port: opsPort, host: config.http.host }));
+    }
+    return { services, app, url, opsUrl, stop: cleanup };
   } catch (err) {
     await cleanup();
     throw err;

@@ -19,6 +19,7 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const runtime = await start(role);
   const log = runtime.services.logger;
   if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
+  else if (runtime.opsUrl) process.stdout.write(`switchboard worker started; /healthz, /readyz and /metrics on ${runtime.opsUrl} (ready in ${Date.now() - started} ms)\n`);
   else log.info({ ms: Date.now() - started }, 'worker started');
   let stopping = false;
   let hooksDone: Promise<void> = Promise.resolve();

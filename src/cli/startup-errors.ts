@@ -76,7 +76,9 @@ function classifyStep(err: StartupStepError): StartupProblem {
         fix: 'start Kafka or correct KAFKA_BROKERS (unset it to run on the in-process transport; STARTUP_WAIT_S sets the wait)',
       };
     case 'http':
-      return httpProblem(err.target, code, cause);
+      return httpProblem(err.target, code, cause, 'PORT');
+    case 'ops-http':
+      return httpProblem(err.target, code, cause, 'WORKER_OPS_PORT');
   }
 }
 
@@ -126,20 +128,21 @@ function databaseProblem(err: StartupStepError, code: Code, cause: unknown): Sta
   return { cause: `${at} failed during start-up: ${messageOf(cause)}`, fix: "check DATABASE_URL and the Postgres server's log" };
 }
 
-function httpProblem(address: string, code: Code, cause: unknown): StartupProblem {
+/** A listener that could not start; `portVariable` names the setting of its port. */
+function httpProblem(address: string, code: Code, cause: unknown, portVariable: 'PORT' | 'WORKER_OPS_PORT'): StartupProblem {
   const [host, port] = [address.slice(0, address.lastIndexOf(':')), address.slice(address.lastIndexOf(':') + 1)];
   switch (code) {
     case 'EADDRINUSE':
-      return { cause: `port ${port} on ${host} is already in use by another process`, fix: 'stop that process or set PORT to a free port' };
+      return { cause: `port ${port} on ${host} is already in use by another process`, fix: `stop that process or set ${portVariable} to a free port` };
     case 'EACCES':
-      return { cause: `this user may not listen on port ${port} (below 1024)`, fix: 'set PORT to 1024 or above' };
+      return { cause: `this user may not listen on port ${port} (below 1024)`, fix: `set ${portVariable} to 1024 or above` };
     case 'EADDRNOTAVAIL':
       return { cause: `HOST ${host} is not an address of this machine`, fix: 'set HOST to one of its addresses (127.0.0.1, or 0.0.0.0 for all)' };
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
       return { cause: `HOST ${host} does not resolve`, fix: 'set HOST to an address of this machine (127.0.0.1, or 0.0.0.0 for all)' };
   }
-  return { cause: `cannot listen on ${address}: ${messageOf(cause)}`, fix: 'check HOST and PORT' };
+  return { cause: `cannot listen on ${address}: ${messageOf(cause)}`, fix: `check HOST and ${portVariable}` };
 }
 
 /** The one line printed for a failed start. */

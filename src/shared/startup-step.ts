@@ -1,5 +1,5 @@
 /** The part of start-up that failed: the CLI names the cause and the fix from it (src/cli/startup-errors.ts). */
-export type StartupStep = 'data-dir' | 'embedded-postgres' | 'database' | 'kafka' | 'http';
+export type StartupStep = 'data-dir' | 'embedded-postgres' | 'database' | 'kafka' | 'http' | 'ops-http';
 
 export class StartupStepError extends Error {
   override name = 'StartupStepError';

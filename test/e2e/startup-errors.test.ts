@@ -141,6 +141,12 @@ d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
       expect(run.stderr).toMatch(STACK_LINE);
       expect(run.stderr).toContain('EADDRINUSE');
     });
+
+    it("worker: its ops listener's port (WORKER_OPS_PORT) taken: names it and says to set WORKER_OPS_PORT", () => {
+      const port = portOf(taken);
+      const run = start('worker', { DATABASE_URL: db.url, ...SECRETS, WORKER_OPS_PORT: String(port) });
+      expectOneLine(run, new RegExp(`^switchboard: cannot start: port ${port} on 127\\.0\\.0\\.1 is already in use by another process; stop that process or set WORKER_OPS_PORT to a free port$`));
+    });
   });
 
   describe('a privileged port for a user who may not listen on it', () => {
@@ -148,6 +154,13 @@ d('start-up errors: one line naming the cause and the fix (built CLI)', () => {
       const port = privilegedPort.port;
       const run = start('serve', { DATABASE_URL: db.url, ...SECRETS, PORT: String(port), HOME: tmpdir() }, privilegedPort.as);
       expectOneLine(run, new RegExp(`this user may not listen on port ${port} \\(below 1024\\)`), /set PORT to 1024 or above$/);
+    });
+  });
+
+  describe('a setting that is not valid', () => {
+    it('worker: WORKER_OPS_PORT that is not a port', () => {
+      const run = start('worker', { DATABASE_URL: db.url, ...SECRETS, WORKER_OPS_PORT: 'metrics' });
+      expectOneLine(run, /invalid configuration: WORKER_OPS_PORT: a port number from 1 to 65535 \(unset: no listener\); correct those environment variables/);
     });
   });
 

@@ -27,6 +27,7 @@ describe('config', () => {
     expect(c.apiKeyPrefix).toBe('sbk');
     expect(c.logLevel).toBe('info');
     expect(c.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false, retentionDays: 30 });
+    expect(c.worker).toEqual({ opsPort: undefined });
   });
 
   it('reads every variable', () => {
@@ -49,6 +50,11 @@ describe('config', () => {
     expect(() => loadConfig({ SANDBOX_DELIVERY: 'sometimes' })).toThrow(/SANDBOX_DELIVERY/);
     for (const days of ['0', '1.5', 'month', '3651']) expect(() => loadConfig({ WEBHOOKS_RETENTION_DAYS: days })).toThrow(/WEBHOOKS_RETENTION_DAYS/);
     expect(loadConfig({ WEBHOOKS_RETENTION_DAYS: '7' }).webhooks.retentionDays).toBe(7);
+    for (const port of ['0', '65536', '94.5', 'metrics']) {
+      expect(() => loadConfig({ WORKER_OPS_PORT: port })).toThrow('invalid configuration: WORKER_OPS_PORT: a port number from 1 to 65535 (unset: no listener)');
+    }
+    expect(loadConfig({ WORKER_OPS_PORT: '9464' }).worker.opsPort).toBe(9464);
+    expect(loadConfig({ WORKER_OPS_PORT: ' ' }).worker.opsPort).toBeUndefined();
   });
 
   it('names every missing dependent variable', () => {

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services';
-import { registerOpsRoutes } from './ops';
+import { registerOpenApiRoute, registerOpsRoutes } from './ops';
 import { registerAccountsRoutes } from './accounts';
 import { registerBusinessRoutes } from './business';
 import { registerContactRoutes } from './contacts';
@@ -13,6 +13,7 @@ import { registerWebhookEndpointRoutes } from './webhook-endpoints';
 // Explicit route registration, one line per resource group.
 export function registerRoutes(app: FastifyInstance, services: Services): void {
   registerOpsRoutes(app, services);
+  registerOpenApiRoute(app);
   registerBusinessRoutes(app, services);
   registerContactRoutes(app, services);
   registerAccountsRoutes(app, services);

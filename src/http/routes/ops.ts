@@ -1,7 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services';
 
-/** Health, readiness, metrics and the OpenAPI document (no API key: operators and load balancers). */
+/**
+ * Health, readiness and metrics (no API key: operators, load balancers, Prometheus): on `serve`'s app, and on
+ * `worker`'s ops listener (src/http/ops-app.ts).
+ */
 export function registerOpsRoutes(app: FastifyInstance, services: Services): void {
   const ops = { schema: { hide: true } };
 
@@ -30,8 +33,11 @@ export function registerOpsRoutes(app: FastifyInstance, services: Services): voi
     reply.header('content-type', services.metrics.registry.contentType);
     return services.metrics.registry.metrics();
   });
+}
 
-  app.get('/openapi.json', ops, async () => app.swagger());
+/** The OpenAPI document (no API key). */
+export function registerOpenApiRoute(app: FastifyInstance): void {
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -16,3 +16,15 @@ export function pageLinks(request: FastifyRequest, pageNumber: number, pageSize:
     previous: pageNumber > 1 ? link(pageNumber - 1) : null,
   };
 }
+
+/** The request's absolute URL with some query parameters set or (null) removed, the others kept. */
+export function linkWith(request: FastifyRequest, changes: Record<string, string | null>): string {
+  const [path, qs = ''] = request.url.split('?');
+  const params = new URLSearchParams(qs);
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === null) params.delete(name);
+    else params.set(name, value);
+  }
+  const s = params.toString();
+  return `${request.protocol}://${request.host}${path}${s ? `?${s}` : ''}`;
+}

@@ -19,7 +19,7 @@ import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } fr
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
 import { badRequest, notFound } from '../errors';
-import { pageLinks } from '../page-links';
+import { linkWith } from '../page-links';
 
 const BASE = '/api/v1/webhook-endpoints/';
 const MAX_PAGE_SIZE = 100;
@@ -47,6 +47,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const pageQuery = z.object({
   page: z.coerce.number({ error: 'page must be a positive integer' }).int('page must be a positive integer').min(1, 'page must be a positive integer').default(1),
   page_size: z.coerce.number({ error: 'page_size must be a positive integer' }).int('page_size must be a positive integer').min(1, 'page_size must be a positive integer').default(20),
+});
+
+const ATTEMPT_ID = 'must be an attempt id (a positive integer)';
+const attemptsPageQuery = pageQuery.extend({
+  before: z.string().regex(/^[1-9][0-9]{0,15}$/, ATTEMPT_ID).transform(Number).refine(Number.isSafeInteger, ATTEMPT_ID).optional(),
 });
 
 const endpointSchema = z.object({
@@ -152,17 +157,21 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.get(`${BASE}:id/deliveries/`, {
     config: plain,
     schema: {
-      tags, summary: 'Delivery attempts, newest first (paged)', params: idParams, querystring: pageQuery,
+      tags, summary: 'Delivery attempts, newest first (paged; `next` continues after the page\'s last attempt with `before`)', params: idParams, querystring: attemptsPageQuery,
       response: { 200: z.object({ count: z.number().int(), next: z.string().nullable(), previous: z.string().nullable(), results: z.array(attemptSchema) }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
     },
     preHandler: auth,
   }, async (request) => {
     await endpointOf(request, request.params.id);
-    const { page, page_size } = request.query;
+    const { page, page_size, before } = request.query;
     const limit = Math.min(page_size, MAX_PAGE_SIZE);
-    const { count, rows } = await listDeliveryAttempts(services.pool, request.params.id, { limit, offset: (page - 1) * limit });
+    const { count, hasMore, rows } = await listDeliveryAttempts(services.pool, request.params.id, { limit, offset: (page - 1) * limit, before });
+    // next: keyset from this page's last attempt (as cheap at any depth, and no repeats while new attempts arrive)
+    const last = rows[rows.length - 1];
     return {
-      count, ...pageLinks(request, page, limit, count),
+      count,
+      next: hasMore && last ? linkWith(request, { page: String(page + 1), before: String(last.attemptId) }) : null,
+      previous: page > 1 ? linkWith(request, { page: page === 2 ? null : String(page - 1), before: null }) : null,
       results: rows.map((a) => ({
         id: a.attemptId, delivery_id: a.deliveryId, webhook_id: a.webhookId, event_type: a.eventType, attempted_at: a.attemptedAt.toISOString(),
         status_code: a.statusCode, latency_ms: a.latencyMs, error: a.error, next_retry_at: a.nextRetryAt?.toISOString() ?? null, delivery_status: a.deliveryStatus,

@@ -15,6 +15,9 @@ export interface Metrics {
   webhookEndpointsDisabled: Counter<'reason'>;
   /** rows of the webhook log deleted by this process's retention purge (docs/webhooks.md, "Retention") */
   webhookLogPurged: Counter<'table'>;
+  /** requests this process's sender has open to client endpoints, and endpoints holding their most (docs/webhooks.md, "Fairness") */
+  webhookRequestsInFlight: Gauge;
+  webhookEndpointsFull: Gauge;
 }
 
 /** How a client webhook attempt ended: a 2xx, another answer, or no answer (and why). */
@@ -78,6 +81,16 @@ export function createMetrics(): Metrics {
       name: 'switchboard_webhook_log_purged_total',
       help: 'rows of the client webhook log this process deleted as older than WEBHOOKS_RETENTION_DAYS, by table (attempts, deliveries)',
       labelNames: ['table'],
+      registers: [registry],
+    }),
+    webhookRequestsInFlight: new Gauge({
+      name: 'switchboard_webhook_requests_in_flight',
+      help: 'client webhook requests this process has open now',
+      registers: [registry],
+    }),
+    webhookEndpointsFull: new Gauge({
+      name: 'switchboard_webhook_endpoints_full',
+      help: 'client endpoints holding as many deliveries as they may have in flight in this process (slow or not answering): the claims pass them over',
       registers: [registry],
     }),
   };

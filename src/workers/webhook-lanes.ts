@@ -26,7 +26,11 @@ export class EndpointLanes {
   private heldByFull = 0;
   private inFlightCount = 0;
 
-  constructor(readonly perEndpoint: number) {}
+  /** `onFullChange`: +1 when an endpoint becomes full, -1 when it has room again */
+  constructor(
+    readonly perEndpoint: number,
+    private readonly onFullChange: (delta: 1 | -1) => void = () => {},
+  ) {}
 
   /** deliveries in hand: in flight or waiting */
   get held(): number {
@@ -99,11 +103,14 @@ export class EndpointLanes {
     change();
     const after = lane.inFlight + lane.waiting.length;
     this.heldCount += after - before;
+    const wasFull = this.full.has(id);
     if (after >= this.perEndpoint) {
       this.full.add(id);
       this.heldByFull += after;
-    } else {
+      if (!wasFull) this.onFullChange(1);
+    } else if (wasFull) {
       this.full.delete(id);
+      this.onFullChange(-1);
     }
     if (after === 0) this.lanes.delete(id);
   }

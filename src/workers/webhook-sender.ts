@@ -71,7 +71,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   const budget = batchSize * (options.concurrency ?? 2);
   /** new work is taken once this much room is free (or nothing is in hand): claims and records stay batched */
   const lowWater = Math.max(1, Math.floor(batchSize / 4));
-  const lanes = new EndpointLanes(options.endpointConcurrency ?? ENDPOINT_CONCURRENCY);
+  const lanes = new EndpointLanes(options.endpointConcurrency ?? ENDPOINT_CONCURRENCY, (delta) => services.metrics.webhookEndpointsFull.inc(delta));
   const client = new WebhookHttpClient({
     timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
     maxBodyBytes: options.maxBodyBytes ?? WEBHOOK_MAX_RESPONSE_BYTES,
@@ -191,6 +191,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     while (running) {
       const held = lanes.startNext(endpointId);
       if (!held) return;
+      services.metrics.webhookRequestsInFlight.inc();
       void post(held);
     }
   };
@@ -212,6 +213,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     } finally {
       const wasFull = lanes.isFull(d.endpoint_id);
       lanes.finish(d.endpoint_id);
+      services.metrics.webhookRequestsInFlight.dec();
       // the claims passed its due deliveries over while it was full
       if (wasFull && !lanes.isFull(d.endpoint_id)) tableDue = true;
       pump(d.endpoint_id);

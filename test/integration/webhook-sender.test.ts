@@ -5,6 +5,7 @@ import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
 import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING } from '../../src/projections/webhooks/deliveries';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
 import { ENDPOINT_CONCURRENCY, startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
+import { metricSample } from '../support/metrics';
 import { SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
 
@@ -85,6 +86,11 @@ describe('webhook sender', () => {
     expect(rows.rows).toEqual([{ status: 'succeeded', attempts: 1, n: COUNT }]);
   });
 
+  const gauges = async () => {
+    const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+    return { inFlight: metricSample(text, 'switchboard_webhook_requests_in_flight'), full: metricSample(text, 'switchboard_webhook_endpoints_full') };
+  };
+
   it("a stuck endpoint with a backlog holds only its own lane: another endpoint on the same host is served meanwhile; every delivery arrives once", async () => {
     const stuck = await register('/stuck');
     const fine = await register('/fine');
@@ -110,6 +116,7 @@ describe('webhook sender', () => {
       await waitUntil(async () => (await statusOf(fine.id)).succeeded === FRESH, 20_000, "the other endpoint's deliveries, recorded while the stuck one answers nothing");
       await waitUntil(async () => stuckInFlight === ENDPOINT_CONCURRENCY, 20_000, 'the stuck endpoint at its concurrency');
       expect(await statusOf(stuck.id)).toEqual({ pending: BACKLOG }); // none answered, none recorded
+      expect(await gauges()).toEqual({ inFlight: ENDPOINT_CONCURRENCY, full: 1 });
       expect(receiver.received.filter((r) => r.path === '/fine')).toHaveLength(FRESH);
       unblock();
       await waitUntil(async () => (await statusOf(stuck.id)).succeeded === BACKLOG, 30_000, 'the backlog, once the endpoint answers');
@@ -118,6 +125,7 @@ describe('webhook sender', () => {
       await sender.stop();
     }
     expect(stuckPeak).toBe(ENDPOINT_CONCURRENCY);
+    expect(await gauges()).toEqual({ inFlight: 0, full: 0 });
     const ids = receiver.received.filter((r) => r.path === '/stuck').map((r) => r.headers['webhook-id']);
     expect(ids).toHaveLength(BACKLOG);
     expect(new Set(ids).size).toBe(BACKLOG);

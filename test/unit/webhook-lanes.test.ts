@@ -44,7 +44,8 @@ describe('endpoint lanes', () => {
   });
 
   it('keeps its counts and its full set equal to a recount of the lanes, whatever the order of operations', () => {
-    const lanes = new EndpointLanes(3);
+    let fullByListener = 0;
+    const lanes = new EndpointLanes(3, (delta) => (fullByListener += delta));
     const model = new Map<string, { inFlight: number; waiting: number }>();
     let seed = 42;
     const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
@@ -70,8 +71,8 @@ describe('endpoint lanes', () => {
       const total = [...model.values()].reduce((n, x) => n + x.inFlight + x.waiting, 0);
       const full = [...model].filter(([, x]) => x.inFlight + x.waiting >= 3).map(([k]) => k).sort();
       const inFull = [...model].filter(([, x]) => x.inFlight + x.waiting >= 3).reduce((n, [, x]) => n + x.inFlight + x.waiting, 0);
-      expect([lanes.held, lanes.inFlight, lanes.heldWithRoom(), lanes.fullEndpoints().sort(), lanes.heldBy(id)])
-        .toEqual([total, [...model.values()].reduce((n, x) => n + x.inFlight, 0), total - inFull, full, m.inFlight + m.waiting]);
+      expect([lanes.held, lanes.inFlight, lanes.heldWithRoom(), lanes.fullEndpoints().sort(), lanes.heldBy(id), fullByListener])
+        .toEqual([total, [...model.values()].reduce((n, x) => n + x.inFlight, 0), total - inFull, full, m.inFlight + m.waiting, full.length]);
     }
     expect(fullSeen).toBeGreaterThan(300); // the walk did go through full lanes
     expect(fullSeen).toBeLessThan(4_500); // and out of them

@@ -1,23 +1,21 @@
 import { Webhook } from 'standardwebhooks';
 import type { Services } from '../services';
 import { WebhookHttpClient } from '../adapters/webhooks/http-client';
-import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
-import { type AttemptRecord, type ClaimedDelivery, claimDueDeliveries, recordAttempts, releaseDeliveries, setDeliveriesAside } from '../projections/webhooks/deliveries';
-import { endpointsById, type SendingEndpoint } from '../projections/webhooks/queries';
-import type { WebhookResponse } from '../adapters/webhooks/http-client';
-import type { WebhookAttemptOutcome } from '../shared/metrics';
+import { type ClaimedDelivery, claimDueDeliveries, releaseDeliveries } from '../projections/webhooks/deliveries';
+import { endpointsById } from '../projections/webhooks/queries';
+import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { EndpointLanes, type HeldDelivery } from './webhook-lanes';
 import { registerIntake } from './webhook-handoff';
-import { FAILING_DISABLE_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS } from './webhook-schedule';
+import { RETRY_SCHEDULE_MS } from './webhook-schedule';
 
 // The sender (docs/webhooks.md): claims due deliveries with FOR UPDATE SKIP LOCKED, moving them a lease ahead
 // (workers share them, none is sent twice in the normal case), or takes the fresh ones the fan-out of its process
 // queued claimed for it (./webhook-handoff.ts), and posts them signed (Standard Webhooks) as they come, each
 // endpoint in its own lane (./webhook-lanes.ts): a slow endpoint holds only its lane. Answers are recorded in
-// batches, each attempt and its next retry in one statement. The deliveries of a process killed mid-delivery are
-// due again when their lease ends.
+// batches (./webhook-attempt-recorder.ts). The deliveries of a process killed mid-delivery are due again when their
+// lease ends.
 
 export interface SenderOptions {
   /** the most deliveries one claim takes, and the size of a recorded batch */
@@ -53,16 +51,6 @@ export const WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024;
 export const ENDPOINT_CONCURRENCY = 128;
 /** Full endpoints may hold this many times the budget of the others, in all (memory and sockets stay bounded). */
 const FULL_ENDPOINTS_BUDGET_FACTOR = 4;
-/** How long answers wait to be recorded together while requests are still in flight. */
-const RECORD_LINGER_MS = 20;
-
-interface Answered {
-  d: ClaimedDelivery;
-  ep: SendingEndpoint;
-  res: WebhookResponse;
-  sentAt: Date;
-}
-
 export function startWebhookSender(services: Services, options: SenderOptions = {}): { stop(): Promise<void> } {
   const batchSize = options.batchSize ?? 200;
   const leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
@@ -88,16 +76,16 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     }
     return w;
   };
-  const deps: WebhookEndpointDeps = { store: services.store, waiter: services.runner, box, now: services.now };
-  const schedule = options.schedule ?? RETRY_SCHEDULE_MS;
-  const countAttempt = (outcome: WebhookAttemptOutcome, latencyMs: number) => {
-    services.metrics.webhookAttempts.labels(outcome).inc();
-    services.metrics.webhookAttemptDuration.labels(outcome).observe(latencyMs / 1000);
-  };
   let running = true;
-  /** answers waiting to be recorded, and how many the record in progress holds */
-  const answered: Answered[] = [];
-  let recordingCount = 0;
+  const recorder = createAttemptRecorder(services, {
+    batchSize,
+    schedule: options.schedule ?? RETRY_SCHEDULE_MS,
+    random: options.random,
+    deps: { store: services.store, waiter: services.runner, box, now: services.now },
+    inFlight: () => lanes.inFlight,
+    onDisabled: (endpointId) => void lanes.takeWaiting(endpointId),
+    onRecorded: () => wake(), // room freed
+  });
 
   // fresh deliveries the fan-out handed over, oldest first: taken while their endpoint has room
   const handed: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
@@ -121,7 +109,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
    * slow database holds the sender back, as their leases run); the full endpoints' lanes count against a larger bound.
    */
   const room = () => {
-    const unrecorded = answered.length + recordingCount;
+    const unrecorded = recorder.unrecorded;
     return Math.min(budget - lanes.heldWithRoom() - unrecorded, FULL_ENDPOINTS_BUDGET_FACTOR * budget - lanes.held - unrecorded);
   };
   /**
@@ -197,6 +185,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   };
 
   const post = async ({ delivery: d, endpoint: ep, leaseUntil }: HeldDelivery) => {
+    let answer: Answered | undefined;
     try {
       const sentAt = services.now();
       if (sentAt.getTime() >= leaseUntil) return; // due again in the table: another sender may have it
@@ -207,86 +196,20 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
         body: d.payload,
         headers: { 'webhook-id': d.webhook_id, 'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)), 'webhook-signature': signature },
       });
-      answered.push({ d, ep, res, sentAt });
+      answer = { d, ep, res, sentAt };
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {
       const wasFull = lanes.isFull(d.endpoint_id);
       lanes.finish(d.endpoint_id);
       services.metrics.webhookRequestsInFlight.dec();
+      // once the request no longer counts in flight: the recorder records at once when it was the last
+      if (answer) recorder.add(answer);
       // the claims passed its due deliveries over while it was full
       if (wasFull && !lanes.isFull(d.endpoint_id)) tableDue = true;
       pump(d.endpoint_id);
-      scheduleRecord();
       wake();
     }
-  };
-
-  /** Records a batch of answers: each attempt and its next retry, the endpoints' failure streaks, disabling. */
-  const record = async (batch: Answered[]) => {
-    const after = services.now();
-    const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
-    const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
-    const rows = batch.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
-      const ok = res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;
-      countAttempt(ok ? 'success' : res.failure ?? 'http_error', res.latencyMs);
-      const attempts = d.attempts + 1;
-      const gone = res.statusCode === 410;
-      const delay = ok || gone ? undefined : nextRetryDelay(schedule, attempts, options.random);
-      const nextAt = delay === undefined ? null : new Date(after.getTime() + delay);
-      if (gone && !disable.some((x) => x.endpoint.endpointId === ep.endpointId)) disable.push({ endpoint: ep, reason: 'gone' });
-      return {
-        deliveryId: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status: ok ? 'succeeded' : nextAt ? 'pending' : 'failed', nextAt,
-        attemptedAt: sentAt, statusCode: res.statusCode, latencyMs: res.latencyMs, error: ok ? null : res.error ?? `HTTP ${res.statusCode}`,
-      };
-    });
-    // each endpoint's failure streak: cleared by any success (only written when one runs), started by its first failure
-    const okEndpoints = new Set(rows.filter((r) => r.ok).map((r) => r.endpointId));
-    const recovered = [...okEndpoints].filter((id) => endpoints.get(id)!.failingSince !== null);
-    const failing = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.has(id));
-    const stale = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
-    services.metrics.webhookDeliveriesFailed.inc(rows.filter((r) => r.status === 'failed').length);
-    for (const id of stale) disable.push({ endpoint: endpoints.get(id)!, reason: 'failing' });
-    for (const { endpoint, reason } of disable) {
-      if (await disableFailingEndpoint(deps, endpoint.companyId, endpoint.endpointId, reason)) services.metrics.webhookEndpointsDisabled.labels(reason).inc();
-      await setDeliveriesAside(services.pool, endpoint.endpointId);
-      lanes.takeWaiting(endpoint.endpointId); // set aside in the table with the rest
-      services.logger.warn({ endpointId: endpoint.endpointId, reason }, 'webhook endpoint disabled');
-    }
-  };
-
-  // answers are recorded a batch at a time, one batch after another: at once when nothing else is in flight or a
-  // batch has gathered, else after RECORD_LINGER_MS. A batch that fails to record is due again at its lease.
-  let recording: Promise<void> | undefined;
-  let linger: NodeJS.Timeout | undefined;
-  const scheduleRecord = () => {
-    if (recording || answered.length === 0) return;
-    if (answered.length >= batchSize || lanes.inFlight === 0) return void recordNow();
-    linger ??= setTimeout(recordNow, RECORD_LINGER_MS);
-  };
-  const recordNow = () => {
-    clearTimeout(linger);
-    linger = undefined;
-    if (recording || answered.length === 0) return;
-    recording = (async () => {
-      while (answered.length > 0) {
-        const batch = answered.splice(0, batchSize);
-        recordingCount = batch.length;
-        try {
-          await record(batch);
-        } catch (err) {
-          services.logger.error({ err, deliveries: batch.length }, 'webhook attempts could not be recorded; the deliveries are due again when their lease ends');
-          await sleep(100);
-        } finally {
-          recordingCount = 0;
-        }
-        if (answered.length < batchSize && lanes.inFlight > 0) break;
-      }
-    })().finally(() => {
-      recording = undefined;
-      scheduleRecord();
-      wake(); // room freed
-    });
   };
 
   // one filler takes new work: when woken (a hand-off, deliveries queued, an answer that freed room) or every pollMs
@@ -340,8 +263,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       await filler;
       const notPosted = lanes.takeWaiting().map((h) => h.delivery.delivery_id);
       await inFlightEnded();
-      recordNow();
-      await recording;
+      await recorder.flush();
       client.close();
       await release([...notPosted, ...handed.splice(0).map((h) => h.delivery.delivery_id)]);
     },

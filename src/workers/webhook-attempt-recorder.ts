@@ -1,0 +1,131 @@
+import type { WebhookResponse } from '../adapters/webhooks/http-client';
+import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
+import { type AttemptRecord, type ClaimedDelivery, recordAttempts, setDeliveriesAside } from '../projections/webhooks/deliveries';
+import type { SendingEndpoint } from '../projections/webhooks/queries';
+import type { Services } from '../services';
+import { FAILING_DISABLE_AFTER_MS, nextRetryDelay } from './webhook-schedule';
+
+// The sender's answers, recorded (docs/webhooks.md, "Delivery"): a batch at a time, one batch after another, at once
+// when nothing else is in flight or a batch has gathered, else after RECORD_LINGER_MS. Each batch is one statement:
+// the attempts, each delivery's next retry or end, the endpoints' failure streaks; then the endpoints to disable
+// (410, or failing for 5 days). A batch that fails to record is due again when its deliveries' lease ends.
+
+/** How long answers wait to be recorded together while requests are still in flight. */
+const RECORD_LINGER_MS = 20;
+
+export interface Answered {
+  d: ClaimedDelivery;
+  ep: SendingEndpoint;
+  res: WebhookResponse;
+  sentAt: Date;
+}
+
+export interface AttemptRecorderOptions {
+  batchSize: number;
+  /** waits after each failed attempt */
+  schedule: readonly number[];
+  random?: () => number;
+  deps: WebhookEndpointDeps;
+  /** the sender's requests in flight now (more answers are coming) */
+  inFlight: () => number;
+  /** an endpoint was disabled: its deliveries still waiting in the sender are set aside with the rest */
+  onDisabled: (endpointId: string) => void;
+  /** a batch was recorded (room freed) */
+  onRecorded: () => void;
+}
+
+export interface AttemptRecorder {
+  add(answer: Answered): void;
+  /** answers not yet recorded, the batch being recorded included */
+  readonly unrecorded: number;
+  /** records everything answered so far */
+  flush(): Promise<void>;
+}
+
+export function createAttemptRecorder(services: Services, options: AttemptRecorderOptions): AttemptRecorder {
+  const { batchSize } = options;
+  const answered: Answered[] = [];
+  let recordingCount = 0;
+  let recording: Promise<void> | undefined;
+  let linger: NodeJS.Timeout | undefined;
+
+  const record = async (batch: Answered[]) => {
+    const after = services.now();
+    const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
+    const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
+    const rows = batch.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
+      const ok = res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;
+      const outcome = ok ? 'success' : res.failure ?? 'http_error';
+      services.metrics.webhookAttempts.labels(outcome).inc();
+      services.metrics.webhookAttemptDuration.labels(outcome).observe(res.latencyMs / 1000);
+      const attempts = d.attempts + 1;
+      const gone = res.statusCode === 410;
+      const delay = ok || gone ? undefined : nextRetryDelay(options.schedule, attempts, options.random);
+      const nextAt = delay === undefined ? null : new Date(after.getTime() + delay);
+      if (gone && !disable.some((x) => x.endpoint.endpointId === ep.endpointId)) disable.push({ endpoint: ep, reason: 'gone' });
+      return {
+        deliveryId: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status: ok ? 'succeeded' : nextAt ? 'pending' : 'failed', nextAt,
+        attemptedAt: sentAt, statusCode: res.statusCode, latencyMs: res.latencyMs, error: ok ? null : res.error ?? `HTTP ${res.statusCode}`,
+      };
+    });
+    // each endpoint's failure streak: cleared by any success (only written when one runs), started by its first failure
+    const okEndpoints = new Set(rows.filter((r) => r.ok).map((r) => r.endpointId));
+    const recovered = [...okEndpoints].filter((id) => endpoints.get(id)!.failingSince !== null);
+    const failing = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.has(id));
+    const stale = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
+    services.metrics.webhookDeliveriesFailed.inc(rows.filter((r) => r.status === 'failed').length);
+    for (const id of stale) disable.push({ endpoint: endpoints.get(id)!, reason: 'failing' });
+    for (const { endpoint, reason } of disable) {
+      if (await disableFailingEndpoint(options.deps, endpoint.companyId, endpoint.endpointId, reason)) services.metrics.webhookEndpointsDisabled.labels(reason).inc();
+      await setDeliveriesAside(services.pool, endpoint.endpointId);
+      options.onDisabled(endpoint.endpointId);
+      services.logger.warn({ endpointId: endpoint.endpointId, reason }, 'webhook endpoint disabled');
+    }
+  };
+
+  const schedule = () => {
+    if (recording || answered.length === 0) return;
+    if (answered.length >= batchSize || options.inFlight() === 0) return void recordNow();
+    linger ??= setTimeout(recordNow, RECORD_LINGER_MS);
+  };
+  const recordNow = () => {
+    clearTimeout(linger);
+    linger = undefined;
+    if (recording || answered.length === 0) return;
+    recording = (async () => {
+      while (answered.length > 0) {
+        const batch = answered.splice(0, batchSize);
+        recordingCount = batch.length;
+        try {
+          await record(batch);
+        } catch (err) {
+          services.logger.error({ err, deliveries: batch.length }, 'webhook attempts could not be recorded; the deliveries are due again when their lease ends');
+          await new Promise((r) => setTimeout(r, 100));
+        } finally {
+          recordingCount = 0;
+        }
+        if (answered.length < batchSize && options.inFlight() > 0) break;
+      }
+    })().finally(() => {
+      recording = undefined;
+      schedule();
+      options.onRecorded();
+    });
+  };
+
+  return {
+    add(answer) {
+      answered.push(answer);
+      schedule();
+    },
+    get unrecorded() {
+      return answered.length + recordingCount;
+    },
+    async flush() {
+      while (recording || answered.length > 0) {
+        recordNow();
+        await recording;
+      }
+    },
+  };
+}

@@ -2,15 +2,7 @@ import type { FastifyRequest } from 'fastify';
 
 /** Absolute next/previous links that keep every other query parameter (page 1 has no `page`). */
 export function pageLinks(request: FastifyRequest, pageNumber: number, pageSize: number, count: number): { next: string | null; previous: string | null } {
-  const [path, qs = ''] = request.url.split('?');
-  const base = `${request.protocol}://${request.host}${path}`;
-  const link = (p: number) => {
-    const params = new URLSearchParams(qs);
-    if (p === 1) params.delete('page');
-    else params.set('page', String(p));
-    const s = params.toString();
-    return s ? `${base}?${s}` : base;
-  };
+  const link = (p: number) => linkWith(request, { page: p === 1 ? null : String(p) });
   return {
     next: pageNumber * pageSize < count ? link(pageNumber + 1) : null,
     previous: pageNumber > 1 ? link(pageNumber - 1) : null,

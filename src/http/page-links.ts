@@ -2,12 +2,15 @@ import type { FastifyRequest } from 'fastify';
 
 /** Absolute next/previous links that keep every other query parameter (page 1 has no `page`). */
 export function pageLinks(request: FastifyRequest, pageNumber: number, pageSize: number, count: number): { next: string | null; previous: string | null } {
-  const link = (p: number) => linkWith(request, { page: p === 1 ? null : String(p) });
+  const link = (p: number) => linkWith(request, { page: pageParam(p) });
   return {
     next: pageNumber * pageSize < count ? link(pageNumber + 1) : null,
     previous: pageNumber > 1 ? link(pageNumber - 1) : null,
   };
 }
+
+/** The `page` query parameter of page `p`: none for the first page. */
+export const pageParam = (p: number): string | null => (p === 1 ? null : String(p));
 
 /** The request's absolute URL with some query parameters set or (null) removed, the others kept. */
 export function linkWith(request: FastifyRequest, changes: Record<string, string | null>): string {

@@ -47,7 +47,7 @@ export const CLAIM_LEASE_MS = 60_000;
 export const WEBHOOK_TIMEOUT_MS = 10_000;
 /** How much of an endpoint's answer is read (the attempt log keeps none of it; the rest is never read). */
 export const WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024;
-/** Requests in flight to one endpoint at most (the HTTP client's connections to one origin). */
+/** Requests in flight to one endpoint at most (the HTTP client itself has no cap per origin). */
 export const ENDPOINT_CONCURRENCY = 128;
 /** Full endpoints may hold this many times the budget of the others, in all (memory and sockets stay bounded). */
 const FULL_ENDPOINTS_BUDGET_FACTOR = 4;
@@ -59,7 +59,10 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   const budget = batchSize * (options.concurrency ?? 2);
   /** new work is taken once this much room is free (or nothing is in hand): claims and records stay batched */
   const lowWater = Math.max(1, Math.floor(batchSize / 4));
-  const lanes = new EndpointLanes(options.endpointConcurrency ?? ENDPOINT_CONCURRENCY, (delta) => services.metrics.webhookEndpointsFull.inc(delta));
+  const lanes = new EndpointLanes(options.endpointConcurrency ?? ENDPOINT_CONCURRENCY, (delta) => {
+    services.metrics.webhookEndpointsFull.inc(delta);
+    if (delta < 0) tableDue = true; // the claims passed its due deliveries over while it was full
+  });
   const client = new WebhookHttpClient({
     timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
     maxBodyBytes: options.maxBodyBytes ?? WEBHOOK_MAX_RESPONSE_BYTES,
@@ -118,23 +121,22 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
    */
   const takeHanded = (now: Date, limit: number): Array<{ delivery: ClaimedDelivery; leaseUntil: number }> => {
     const taken: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
+    const kept: typeof handed = [];
     const takenBy = new Map<string, number>();
-    for (let i = 0; i < handed.length && taken.length < limit;) {
+    let i = 0;
+    for (; i < handed.length && taken.length < limit; i++) {
       const h = handed[i];
-      if (h.leaseUntil - now.getTime() < leaseMs / 2) {
-        handed.splice(i, 1);
-        continue;
-      }
+      if (h.leaseUntil - now.getTime() < leaseMs / 2) continue;
       const id = h.delivery.endpoint_id;
       const n = takenBy.get(id) ?? 0;
       if (lanes.heldBy(id) + n >= lanes.perEndpoint) {
-        i++;
+        kept.push(h);
         continue;
       }
       takenBy.set(id, n + 1);
       taken.push(h);
-      handed.splice(i, 1);
     }
+    handed.splice(0, i, ...kept);
     return taken;
   };
 
@@ -200,13 +202,10 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {
-      const wasFull = lanes.isFull(d.endpoint_id);
       lanes.finish(d.endpoint_id);
       services.metrics.webhookRequestsInFlight.dec();
       // once the request no longer counts in flight: the recorder records at once when it was the last
       if (answer) recorder.add(answer);
-      // the claims passed its due deliveries over while it was full
-      if (wasFull && !lanes.isFull(d.endpoint_id)) tableDue = true;
       pump(d.endpoint_id);
       wake();
     }

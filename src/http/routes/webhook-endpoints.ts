@@ -19,7 +19,7 @@ import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } fr
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
 import { badRequest, notFound } from '../errors';
-import { linkWith } from '../page-links';
+import { linkWith, pageParam } from '../page-links';
 
 const BASE = '/api/v1/webhook-endpoints/';
 const MAX_PAGE_SIZE = 100;
@@ -171,7 +171,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     return {
       count,
       next: hasMore && last ? linkWith(request, { page: String(page + 1), before: String(last.attemptId) }) : null,
-      previous: page > 1 ? linkWith(request, { page: page === 2 ? null : String(page - 1), before: null }) : null,
+      previous: page > 1 ? linkWith(request, { page: pageParam(page - 1), before: null }) : null,
       results: rows.map((a) => ({
         id: a.attemptId, delivery_id: a.deliveryId, webhook_id: a.webhookId, event_type: a.eventType, attempted_at: a.attemptedAt.toISOString(),
         status_code: a.statusCode, latency_ms: a.latencyMs, error: a.error, next_retry_at: a.nextRetryAt?.toISOString() ?? null, delivery_status: a.deliveryStatus,

@@ -1,4 +1,4 @@
-import type { WebhookResponse } from '../adapters/webhooks/http-client';
+import { answeredOk, type WebhookResponse } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { type AttemptRecord, type ClaimedDelivery, recordAttempts, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import type { SendingEndpoint } from '../projections/webhooks/queries';
@@ -54,7 +54,7 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
     const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
     const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
     const rows = batch.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
-      const ok = res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;
+      const ok = answeredOk(res);
       const outcome = ok ? 'success' : res.failure ?? 'http_error';
       services.metrics.webhookAttempts.labels(outcome).inc();
       services.metrics.webhookAttemptDuration.labels(outcome).observe(res.latencyMs / 1000);

@@ -2,9 +2,11 @@ import type { ClaimedDelivery } from '../projections/webhooks/deliveries';
 import type { SendingEndpoint } from '../projections/webhooks/queries';
 
 // The sender's deliveries in hand, one lane per endpoint (docs/webhooks.md, "Fairness"): an endpoint has at most
-// `perEndpoint` requests in flight, the rest of its deliveries wait in its lane, and an endpoint holding that many
+// its limit of requests in flight, the rest of its deliveries wait in its lane, and an endpoint holding that many
 // is full: the sender claims and takes no more of its deliveries until it has room, so a slow or timing-out
-// endpoint with a backlog holds its own lane and no other endpoint's.
+// endpoint with a backlog holds its own lane and no other endpoint's. The limit is `perEndpoint` until the endpoint
+// fails: each failed answer (no answer, or not 2xx) halves it, down to 1, and each success doubles it back, so an
+// endpoint that stopped answering soon holds one request (a probe) instead of `perEndpoint` timing out.
 
 export interface HeldDelivery {
   delivery: ClaimedDelivery;
@@ -18,10 +20,17 @@ interface Lane {
   waiting: HeldDelivery[];
 }
 
+/** A lane holds at most this many times its limit (in flight and waiting): its last delivery is posted within two timeouts. */
+export const HELD_PER_LIMIT = 3;
+/** endpoints remembered as narrowed at most (the oldest is forgotten first: back at perEndpoint) */
+const MAX_NARROWED = 10_000;
+
 export class EndpointLanes {
   private readonly lanes = new Map<string, Lane>();
   /** the full endpoints, and what they hold */
   private readonly full = new Set<string>();
+  /** the endpoints whose limit is below perEndpoint, and their limit */
+  private readonly narrowed = new Map<string, number>();
   private heldCount = 0;
   private heldByFull = 0;
   private inFlightCount = 0;
@@ -44,6 +53,43 @@ export class EndpointLanes {
   heldBy(endpointId: string): number {
     const lane = this.lanes.get(endpointId);
     return lane ? lane.inFlight + lane.waiting.length : 0;
+  }
+
+  /** the requests in flight the endpoint may have: perEndpoint, or less after failed answers */
+  limitOf(endpointId: string): number {
+    return this.narrowed.get(endpointId) ?? this.perEndpoint;
+  }
+
+  /** An answer of the endpoint (`ok`: 2xx): a success doubles its limit, up to perEndpoint; a failure halves it, down to 1. */
+  answered(endpointId: string, ok: boolean): void {
+    const before = this.limitOf(endpointId);
+    const after = ok ? Math.min(this.perEndpoint, before * 2) : Math.max(1, Math.floor(before / 2));
+    if (after === before) return;
+    this.narrowed.delete(endpointId);
+    if (after < this.perEndpoint) {
+      this.narrowed.set(endpointId, after);
+      if (this.narrowed.size > MAX_NARROWED) this.narrowed.delete(this.narrowed.keys().next().value!);
+    }
+    const lane = this.lanes.get(endpointId);
+    if (lane) this.changeHeld(endpointId, lane, () => {}); // whether it is full follows its limit
+  }
+
+  /**
+   * How many deliveries a claim may add to each narrowed endpoint that has room, where that is fewer than `claimSize`:
+   * up to HELD_PER_LIMIT times its limit held in all. (A claim adds at most `claimSize` to an endpoint that is not
+   * full; at perEndpoint that keeps it within the same bound.)
+   */
+  claimCaps(claimSize: number): { endpointIds: string[]; rooms: number[] } {
+    const endpointIds: string[] = [];
+    const rooms: number[] = [];
+    for (const [id, limit] of this.narrowed) {
+      if (this.full.has(id)) continue; // passed over by the claim
+      const room = HELD_PER_LIMIT * limit - this.heldBy(id);
+      if (room >= claimSize) continue;
+      endpointIds.push(id);
+      rooms.push(room);
+    }
+    return { endpointIds, rooms };
   }
 
   isFull(endpointId: string): boolean {
@@ -69,7 +115,7 @@ export class EndpointLanes {
   /** the endpoint's next delivery to post, counted in flight, if it has a request to spare */
   startNext(endpointId: string): HeldDelivery | undefined {
     const lane = this.lanes.get(endpointId);
-    if (!lane || lane.inFlight >= this.perEndpoint) return undefined;
+    if (!lane || lane.inFlight >= this.limitOf(endpointId)) return undefined;
     const next = lane.waiting.shift();
     if (next) {
       lane.inFlight++;
@@ -104,7 +150,7 @@ export class EndpointLanes {
     const after = lane.inFlight + lane.waiting.length;
     this.heldCount += after - before;
     const wasFull = this.full.has(id);
-    if (after >= this.perEndpoint) {
+    if (after >= this.limitOf(id)) {
       this.full.add(id);
       this.heldByFull += after;
       if (!wasFull) this.onFullChange(1);

@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import type { Services } from '../services';
-import { WebhookHttpClient } from '../adapters/webhooks/http-client';
+import { answeredOk, WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { type ClaimedDelivery, claimDueDeliveries, releaseDeliveries } from '../projections/webhooks/deliveries';
 import { endpointsById } from '../projections/webhooks/queries';
@@ -129,7 +129,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       if (h.leaseUntil - now.getTime() < leaseMs / 2) continue;
       const id = h.delivery.endpoint_id;
       const n = takenBy.get(id) ?? 0;
-      if (lanes.heldBy(id) + n >= lanes.perEndpoint) {
+      if (lanes.heldBy(id) + n >= lanes.limitOf(id)) {
         kept.push(h);
         continue;
       }
@@ -155,8 +155,10 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     if (claimRoom > 0 && (tableDue || Date.now() - lastClaimAt >= pollMs)) {
       tableDue = false;
       lastClaimAt = Date.now();
-      claimed = await claimDueDeliveries(services.pool, now, claimRoom, new Date(now.getTime() + leaseMs), lanes.fullEndpoints());
-      claimedAll = claimed.length === claimRoom;
+      const caps = lanes.claimCaps(claimRoom);
+      claimed = await claimDueDeliveries(services.pool, now, claimRoom, new Date(now.getTime() + leaseMs), lanes.fullEndpoints(), caps);
+      // a narrowed endpoint claimed up to its cap may have left more due behind it, for others
+      claimedAll = claimed.length === claimRoom || caps.endpointIds.some((id, i) => claimed.filter((d) => d.endpoint_id === id).length === caps.rooms[i]);
     }
     const claimedUntil = now.getTime() + leaseMs;
     const taken = [...takeHanded(now, Math.max(0, free - claimed.length)), ...claimed.map((delivery) => ({ delivery, leaseUntil: claimedUntil }))];
@@ -202,6 +204,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {
+      if (answer) lanes.answered(d.endpoint_id, answeredOk(answer.res)); // its limit, before its lane takes the next
       lanes.finish(d.endpoint_id);
       services.metrics.webhookRequestsInFlight.dec();
       // once the request no longer counts in flight: the recorder records at once when it was the last

@@ -131,6 +131,42 @@ describe('webhook sender', () => {
     expect(new Set(ids).size).toBe(BACKLOG);
   });
 
+  it('endpoints that stop answering are narrowed to one request each by their timeouts: another endpoint is served while most of their backlogs wait untried', async () => {
+    const STUCK = 20;
+    const BACKLOG = 500; // each: 20 x 128 requests in flight would be more than the sender holds for full endpoints
+    const FRESH = 50;
+    const stuck = [];
+    for (let i = 0; i < STUCK; i++) stuck.push(await register(`/dead-${i}`));
+    const fine = await register('/alive');
+    let unblock!: () => void;
+    const blocked = new Promise<void>((ok) => (unblock = ok));
+    let tried = 0;
+    receiver.respond(async (r) => {
+      if (!r.path.startsWith('/dead-')) return 204;
+      tried++;
+      await blocked; // no answer: the sender's timeout ends each request
+      return 204;
+    });
+    const dueFirst = new Date(Date.now() - 60_000);
+    for (const [i, ep] of stuck.entries()) await queue(ep.id, BACKLOG, `dead${i}-`, dueFirst);
+    await queue(fine.id, FRESH, 'alive');
+    const sender = startWebhookSender(t.services, { pollMs: 10, timeoutMs: 1_000 });
+    let triedWhenServed: number;
+    try {
+      await waitUntil(async () => receiver.received.filter((r) => r.path === '/alive').length === FRESH, 60_000, "the answering endpoint's deliveries");
+      triedWhenServed = tried;
+    } finally {
+      unblock();
+      await sender.stop();
+      // their backlogs are dropped, and their entries in the due index vacuumed: the tests after this one measure claims
+      for (const ep of stuck) await t.app.inject({ method: 'DELETE', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key } });
+      await t.db.pool.query('VACUUM webhooks.deliveries');
+    }
+    // the old sender tried every backlog first (each endpoint refilled to 128 requests as its timeouts freed room)
+    expect(triedWhenServed).toBeLessThan((STUCK * BACKLOG) / 2);
+    expect(triedWhenServed).toBeGreaterThan(0);
+  });
+
   it("stopping, a sender lets its requests in flight finish and releases its endpoints' waiting deliveries: due at once, not at their lease's end", async () => {
     const ep = await register('/lane');
     let answer!: () => void;

@@ -1,5 +1,5 @@
 import type { SendingEndpoint } from '../../src/projections/webhooks/queries';
-import { EndpointLanes, type HeldDelivery } from '../../src/workers/webhook-lanes';
+import { EndpointLanes, HELD_PER_LIMIT, type HeldDelivery } from '../../src/workers/webhook-lanes';
 
 // The sender's lanes (src/workers/webhook-lanes.ts): requests in flight per endpoint, the waiting rest, and which
 // endpoints are full.
@@ -43,6 +43,45 @@ describe('endpoint lanes', () => {
     expect([lanes.held, lanes.inFlight, lanes.fullEndpoints()]).toEqual([0, 0, []]);
   });
 
+  it("narrows an endpoint that fails: each failed answer halves its limit, down to 1; each success doubles it, up to perEndpoint", () => {
+    const lanes = new EndpointLanes(8);
+    const limits: number[] = [];
+    for (const ok of [false, false, false, false, true, true, false, true, true, true, true]) {
+      lanes.answered('a', ok);
+      limits.push(lanes.limitOf('a'));
+    }
+    expect(limits).toEqual([4, 2, 1, 1, 2, 4, 2, 4, 8, 8, 8]);
+    expect(lanes.limitOf('b')).toBe(8); // the others keep theirs
+  });
+
+  it('a narrowed endpoint starts no more than its limit, is full at it, and has room again when its limit grows', () => {
+    const changes: number[] = [];
+    const lanes = new EndpointLanes(4, (delta) => changes.push(delta));
+    for (let i = 0; i < 3; i++) lanes.add(held('a', i));
+    lanes.answered('a', false); // 2
+    expect([lanes.isFull('a'), changes]).toEqual([true, [1]]);
+    expect([lanes.startNext('a'), lanes.startNext('a'), lanes.startNext('a')].map((h) => h?.delivery.delivery_id)).toEqual(['a-0', 'a-1', undefined]);
+    lanes.answered('a', true); // 4: holds 3
+    expect([lanes.isFull('a'), changes, lanes.startNext('a')?.delivery.delivery_id]).toEqual([false, [1, -1], 'a-2']);
+    lanes.answered('a', false); // 2, holding 3 in flight: full until one finishes
+    expect(lanes.isFull('a')).toBe(true);
+    lanes.finish('a');
+    expect(lanes.isFull('a')).toBe(true);
+    lanes.finish('a');
+    expect([lanes.isFull('a'), changes]).toEqual([false, [1, -1, 1, -1]]);
+  });
+
+  it(`caps what a claim may add to a narrowed endpoint with room: ${HELD_PER_LIMIT} times its limit held in all`, () => {
+    const lanes = new EndpointLanes(128);
+    for (let i = 0; i < 6; i++) lanes.answered('narrow', false); // 2
+    lanes.answered('full', false); // 64
+    for (let i = 0; i < 70; i++) lanes.add(held('full', i));
+    lanes.add(held('narrow', 0));
+    lanes.answered('wide', false); // 64: HELD_PER_LIMIT x 64 > the claim
+    expect(lanes.claimCaps(50)).toEqual({ endpointIds: ['narrow'], rooms: [HELD_PER_LIMIT * 2 - 1] });
+    expect(lanes.claimCaps(200)).toEqual({ endpointIds: ['narrow', 'wide'], rooms: [HELD_PER_LIMIT * 2 - 1, HELD_PER_LIMIT * 64] });
+  });
+
   it('keeps its counts and its full set equal to a recount of the lanes, whatever the order of operations', () => {
     let fullByListener = 0;
     const lanes = new EndpointLanes(3, (delta) => (fullByListener += delta));
@@ -50,15 +89,23 @@ describe('endpoint lanes', () => {
     let seed = 42;
     const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
     let fullSeen = 0;
+    const limit = new Map<string, number>();
+    const limitOf = (id: string) => limit.get(id) ?? 3;
     for (let step = 0; step < 5_000; step++) {
       const id = `e${rand(4)}`;
       const m = model.get(id) ?? { inFlight: 0, waiting: 0 };
-      const op = rand(20); // adds, starts, finishes and takes balanced so endpoints go in and out of full
-      if (op < 4) {
+      const op = rand(22); // adds, starts, finishes, takes and answers balanced so endpoints go in and out of full
+      if (op >= 20) {
+        const ok = op === 21;
+        lanes.answered(id, ok);
+        limit.set(id, ok ? Math.min(3, 2 * limitOf(id)) : Math.max(1, Math.floor(limitOf(id) / 2)));
+      } else if (op < 4) {
         lanes.add(held(id, step));
         m.waiting++;
       } else if (op < 9) {
-        if (lanes.startNext(id)) (m.waiting--, m.inFlight++);
+        const started = lanes.startNext(id);
+        expect(started !== undefined).toBe(m.waiting > 0 && m.inFlight < limitOf(id));
+        if (started) (m.waiting--, m.inFlight++);
       } else if (op < 16) {
         lanes.finish(id);
         if (m.inFlight > 0) m.inFlight--;
@@ -69,8 +116,9 @@ describe('endpoint lanes', () => {
       model.set(id, m);
       if (lanes.isFull(id)) fullSeen++;
       const total = [...model.values()].reduce((n, x) => n + x.inFlight + x.waiting, 0);
-      const full = [...model].filter(([, x]) => x.inFlight + x.waiting >= 3).map(([k]) => k).sort();
-      const inFull = [...model].filter(([, x]) => x.inFlight + x.waiting >= 3).reduce((n, [, x]) => n + x.inFlight + x.waiting, 0);
+      const isFull = ([k, x]: [string, { inFlight: number; waiting: number }]) => x.inFlight + x.waiting >= limitOf(k);
+      const full = [...model].filter(isFull).map(([k]) => k).sort();
+      const inFull = [...model].filter(isFull).reduce((n, [, x]) => n + x.inFlight + x.waiting, 0);
       expect([lanes.held, lanes.inFlight, lanes.heldWithRoom(), lanes.fullEndpoints().sort(), lanes.heldBy(id), fullByListener])
         .toEqual([total, [...model.values()].reduce((n, x) => n + x.inFlight, 0), total - inFull, full, m.inFlight + m.waiting, full.length]);
     }

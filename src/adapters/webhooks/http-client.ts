@@ -20,6 +20,9 @@ export interface WebhookResponse {
   body: string;
 }
 
+/** Whether the endpoint took the event: a 2xx answer. */
+export const answeredOk = (res: WebhookResponse): boolean => res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;
+
 export interface WebhookHttpClientOptions {
   timeoutMs: number;
   maxBodyBytes: number;

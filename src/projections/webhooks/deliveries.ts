@@ -72,12 +72,29 @@ export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_a
   WHERE d.delivery_id = claimed.delivery_id
  RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
 
+/**
+ * The claim with caps ($5 endpoints, $6 how many each may get): the same rows read and locked, of which each capped
+ * endpoint gets its earliest due up to its cap; the rest stay due (their locks end with the claim's transaction).
+ */
+export const CLAIM_DUE_DELIVERIES_CAPPED_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
+   FROM (SELECT r.delivery_id
+           FROM (SELECT l.delivery_id, l.endpoint_id, row_number() OVER (PARTITION BY l.endpoint_id ORDER BY l.next_attempt_at) AS n
+                   FROM (SELECT c.delivery_id, c.endpoint_id, c.next_attempt_at FROM webhooks.deliveries c
+                          WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
+                            AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
+                          ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) l) r
+           LEFT JOIN unnest($5::text[], $6::int[]) AS cap(endpoint_id, room) ON cap.endpoint_id = r.endpoint_id
+          WHERE cap.room IS NULL OR r.n <= cap.room) claimed
+  WHERE d.delivery_id = claimed.delivery_id
+ RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
+
 /** Run before CLAIM_DUE_DELIVERIES_SQL in its transaction (see claimDueDeliveries). */
 export const CLAIM_DUE_PLAN_SETTING = 'SET LOCAL enable_bitmapscan = off';
 
 /**
- * Claims up to `limit` due deliveries until `leaseUntil`, but none of the endpoints `passOver`, in a short
- * transaction of its own (none stays open across the HTTP calls: it would hold back every reader of the event log).
+ * Claims up to `limit` due deliveries until `leaseUntil`, none of the endpoints `passOver`, and no more than its cap
+ * for each endpoint in `caps` (the sender's narrowed endpoints), in a short transaction of its own (none stays open
+ * across the HTTP calls: it would hold back every reader of the event log).
  * The plan must be the due index read in order, stopping at the limit: delivered rows leave dead entries in that
  * index until vacuum (thousands a second under load), and a plain index scan marks them dead as it passes, so the
  * next claim skips them, where a bitmap scan (the planner's usual choice here) would visit every one on every claim.
@@ -90,10 +107,15 @@ export async function claimDueDeliveries(
   limit: number,
   leaseUntil: Date,
   passOver: readonly string[] = [],
+  caps: { endpointIds: readonly string[]; rooms: readonly number[] } = { endpointIds: [], rooms: [] },
 ): Promise<ClaimedDelivery[]> {
   return withTransaction(pool, async (tx) => {
     await tx.query(CLAIM_DUE_PLAN_SETTING);
-    return (await tx.query<ClaimedDelivery>(CLAIM_DUE_DELIVERIES_SQL, [now, limit, leaseUntil, passOver])).rows;
+    const capped = caps.endpointIds.length > 0;
+    return (await tx.query<ClaimedDelivery>(
+      capped ? CLAIM_DUE_DELIVERIES_CAPPED_SQL : CLAIM_DUE_DELIVERIES_SQL,
+      capped ? [now, limit, leaseUntil, passOver, caps.endpointIds, caps.rooms] : [now, limit, leaseUntil, passOver],
+    )).rows;
   });
 }
 

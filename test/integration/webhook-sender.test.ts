@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Resolver } from '../../src/adapters/webhooks/address-guard';
 import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
-import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING } from '../../src/projections/webhooks/deliveries';
+import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, claimDueDeliveries } from '../../src/projections/webhooks/deliveries';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
 import { ENDPOINT_CONCURRENCY, startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
 import { metricSample } from '../support/metrics';
@@ -165,6 +165,27 @@ describe('webhook sender', () => {
     // the old sender tried every backlog first (each endpoint refilled to 128 requests as its timeouts freed room)
     expect(triedWhenServed).toBeLessThan((STUCK * BACKLOG) / 2);
     expect(triedWhenServed).toBeGreaterThan(0);
+  });
+
+  it("a claim with caps gives each capped endpoint its earliest due deliveries up to its cap, the others what is due, and leaves the surplus due", async () => {
+    const capped = await register('/capped');
+    const other = await register('/uncapped');
+    // in due order: 10 of the capped endpoint, 5 of the other, 10 more of the capped one
+    await queue(capped.id, 10, 'capped-early-', new Date(Date.now() - 60_000));
+    await queue(other.id, 5, 'uncapped-', new Date(Date.now() - 30_000));
+    await queue(capped.id, 10, 'capped-late-');
+    const claim = (caps: { endpointIds: string[]; rooms: number[] }) =>
+      claimDueDeliveries(t.db.pool, new Date(), 20, new Date(Date.now() + 60_000), [], caps);
+    try {
+      const first = await claim({ endpointIds: [capped.id], rooms: [3] });
+      const ofCapped = first.filter((d) => d.endpoint_id === capped.id).map((d) => d.webhook_id).sort();
+      expect(ofCapped).toEqual(['msg_capped-early-0', 'msg_capped-early-1', 'msg_capped-early-2'].sort());
+      expect(first.filter((d) => d.endpoint_id === other.id)).toHaveLength(5);
+      const rest = (await claim({ endpointIds: [], rooms: [] })).filter((d) => [capped.id, other.id].includes(d.endpoint_id));
+      expect(rest.map((d) => d.endpoint_id)).toEqual(Array(17).fill(capped.id));
+    } finally {
+      for (const ep of [capped, other]) await t.app.inject({ method: 'DELETE', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key } });
+    }
   });
 
   it("stopping, a sender lets its requests in flight finish and releases its endpoints' waiting deliveries: due at once, not at their lease's end", async () => {

@@ -157,8 +157,12 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       lastClaimAt = Date.now();
       const caps = lanes.claimCaps(claimRoom);
       claimed = await claimDueDeliveries(services.pool, now, claimRoom, new Date(now.getTime() + leaseMs), lanes.fullEndpoints(), caps);
-      // a narrowed endpoint claimed up to its cap may have left more due behind it, for others
-      claimedAll = claimed.length === claimRoom || caps.endpointIds.some((id, i) => claimed.filter((d) => d.endpoint_id === id).length === caps.rooms[i]);
+      claimedAll = claimed.length === claimRoom;
+      // a narrowed endpoint given its whole cap may have hidden others' due deliveries behind its surplus: look again
+      // (it is full now, so that claim passes it over)
+      const claimedBy = new Map<string, number>();
+      for (const d of claimed) claimedBy.set(d.endpoint_id, (claimedBy.get(d.endpoint_id) ?? 0) + 1);
+      if (caps.endpointIds.some((id, i) => claimedBy.get(id) === caps.rooms[i])) tableDue = true;
     }
     const claimedUntil = now.getTime() + leaseMs;
     const taken = [...takeHanded(now, Math.max(0, free - claimed.length)), ...claimed.map((delivery) => ({ delivery, leaseUntil: claimedUntil }))];

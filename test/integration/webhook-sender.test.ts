@@ -178,8 +178,10 @@ describe('webhook sender', () => {
       claimDueDeliveries(t.db.pool, new Date(), 20, new Date(Date.now() + 60_000), [], caps);
     try {
       const first = await claim({ endpointIds: [capped.id], rooms: [3] });
-      const ofCapped = first.filter((d) => d.endpoint_id === capped.id).map((d) => d.webhook_id).sort();
-      expect(ofCapped).toEqual(['msg_capped-early-0', 'msg_capped-early-1', 'msg_capped-early-2'].sort());
+      // three of the ten due first (they share one due time: which three is the database's choice)
+      const ofCapped = first.filter((d) => d.endpoint_id === capped.id).map((d) => d.webhook_id);
+      expect(ofCapped).toHaveLength(3);
+      expect(ofCapped.every((id) => id.startsWith('msg_capped-early-'))).toBe(true);
       expect(first.filter((d) => d.endpoint_id === other.id)).toHaveLength(5);
       const rest = (await claim({ endpointIds: [], rooms: [] })).filter((d) => [capped.id, other.id].includes(d.endpoint_id));
       expect(rest.map((d) => d.endpoint_id)).toEqual(Array(17).fill(capped.id));

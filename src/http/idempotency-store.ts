@@ -1,6 +1,10 @@
-// The `idempotency_keys` table (migration 0005): one row per (company, key). docs/idempotency.md.
+// The `idempotency_keys` table (migrations 0005, 0010): one row per (company, key). docs/idempotency.md.
+// An answer is kept sealed (state 'sealed', its body AES-256-GCM ciphertext): answers carry webhook signing secrets
+// and contacts' personal data, which must not sit in plaintext in a side table. Rows in state 'completed' hold a
+// plaintext body, written by versions before 2026-11-27; they are still replayed until they expire (24 h).
 import type { Pool } from 'pg';
 import { KEY_TTL_MS } from '../shared/idempotency-key';
+import type { SealedBox } from '../shared/sealed-box';
 
 export { KEY_TTL_MS };
 
@@ -17,7 +21,7 @@ export type KeyRecord =
 export type ClaimResult = { claimed: true } | { claimed: false; record: KeyRecord };
 
 interface Row {
-  state: 'in_flight' | 'completed';
+  state: 'in_flight' | 'completed' | 'sealed';
   fingerprint: string;
   lease_until: Date;
   status_code: number | null;
@@ -25,13 +29,18 @@ interface Row {
   body: string | null;
 }
 
-const toRecord = (r: Row): KeyRecord =>
-  r.state === 'completed'
-    ? { state: 'completed', fingerprint: r.fingerprint, answer: { statusCode: r.status_code!, contentType: r.content_type, body: r.body ?? '' } }
-    : { state: 'in_flight', fingerprint: r.fingerprint, leaseUntil: r.lease_until };
-
 export class IdempotencyStore {
-  constructor(private readonly pool: Pool) {}
+  constructor(
+    private readonly pool: Pool,
+    /** seals and opens the answers' bodies */
+    private readonly box: SealedBox,
+  ) {}
+
+  private toRecord(r: Row): KeyRecord {
+    if (r.state === 'in_flight') return { state: 'in_flight', fingerprint: r.fingerprint, leaseUntil: r.lease_until };
+    const body = r.body === null ? '' : r.state === 'sealed' ? this.box.open(r.body) : r.body;
+    return { state: 'completed', fingerprint: r.fingerprint, answer: { statusCode: r.status_code!, contentType: r.content_type, body } };
+  }
 
   /**
    * Claims the key for a request: a new key, an expired one (24 h), or an in-flight claim of the same request whose
@@ -67,7 +76,7 @@ export class IdempotencyStore {
     });
     const row = r.rows[0];
     if (!row) return this.claim(companyId, key, fingerprint, now, leaseMs); // released between the statement's two reads
-    return row.claimed ? { claimed: true } : { claimed: false, record: toRecord(row) };
+    return row.claimed ? { claimed: true } : { claimed: false, record: this.toRecord(row) };
   }
 
   async find(companyId: number, key: string): Promise<KeyRecord | undefined> {
@@ -75,16 +84,16 @@ export class IdempotencyStore {
       'SELECT state, fingerprint, lease_until, status_code, content_type, body FROM public.idempotency_keys WHERE company_id = $1 AND key = $2',
       [companyId, key],
     );
-    return r.rows[0] ? toRecord(r.rows[0]) : undefined;
+    return r.rows[0] ? this.toRecord(r.rows[0]) : undefined;
   }
 
-  /** Records the answer of the claim `fingerprint` holds (a claim taken over meanwhile is not overwritten). */
+  /** Records the answer, sealed, of the claim `fingerprint` holds (a claim taken over meanwhile is not overwritten). */
   async complete(companyId: number, key: string, fingerprint: string, answer: StoredAnswer): Promise<void> {
     await this.pool.query({
       name: 'idempotency_complete',
-      text: `UPDATE public.idempotency_keys SET state = 'completed', status_code = $4, content_type = $5, body = $6
+      text: `UPDATE public.idempotency_keys SET state = 'sealed', status_code = $4, content_type = $5, body = $6
               WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND state = 'in_flight'`,
-      values: [companyId, key, fingerprint, answer.statusCode, answer.contentType, answer.body],
+      values: [companyId, key, fingerprint, answer.statusCode, answer.contentType, this.box.seal(answer.body)],
     });
   }
 

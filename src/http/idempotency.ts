@@ -18,6 +18,7 @@ import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempo
 import { Wakeups } from '../shared/wakeups';
 import { canonicalJson } from '../shared/canonical-json';
 import { IdempotencyStore, type KeyRecord, type StoredAnswer } from './idempotency-store';
+import { sealedBox } from '../shared/sealed-box';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -33,6 +34,8 @@ declare module 'fastify' {
 }
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
+/** the key the stored answers are sealed under is derived from API_KEY_PEPPER for this purpose */
+export const IDEMPOTENCY_ANSWERS_PURPOSE = 'idempotency-answers v1';
 export { IN_FLIGHT_WAIT_MS, LEASE_MS };
 const RENEW_EVERY_MS = LEASE_MS / 3;
 const PURGE_EVERY_MS = 10 * 60 * 1000;
@@ -87,7 +90,7 @@ export const requestFingerprint = (method: string, route: string, params: unknow
 export const isKept = (status: number): boolean => status < 500 && status !== 400 && status !== 404 && status !== 429;
 
 export function registerIdempotency(app: FastifyInstance, services: Services): void {
-  const store = new IdempotencyStore(services.idempotencyPool);
+  const store = new IdempotencyStore(services.idempotencyPool, sealedBox(services.secrets.apiKeyPepper, IDEMPOTENCY_ANSWERS_PURPOSE));
   // a repeat waiting for the first request in flight is woken when its answer is stored in this process
   const changes = new Wakeups();
   const wake = (companyId: number, key: string) => changes.wake(`${companyId}:${key}`);

@@ -208,6 +208,11 @@ describe('webhook endpoints API', () => {
     const { secret, ...shown } = first.json();
     expect(secret).toMatch(SECRET);
     expect((await call('GET', BASE)).json().results.filter((e: { url: string }) => e.url === body.url)).toEqual([shown]);
+    // the answer kept for replays holds the secret sealed, as the endpoint's own record does: nowhere in plaintext
+    const kept = (await t.db.pool.query('SELECT state, body FROM public.idempotency_keys WHERE company_id = $1 AND key = $2', [SHOP.companyId, 'ep-key-1'])).rows[0];
+    expect(kept.state).toBe('sealed');
+    expect(kept.body).not.toContain(secret);
+    expect(kept.body).not.toContain(secret.slice('whsec_'.length));
   });
 
   it('a keyed creation run again after a crash (endpoint stored, answer never recorded) answers that endpoint and its secret', async () => {

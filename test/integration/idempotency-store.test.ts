@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { IdempotencyStore, KEY_TTL_MS } from '../../src/http/idempotency-store';
 import { canonicalJson } from '../../src/shared/canonical-json';
+import { sealedBox } from '../../src/shared/sealed-box';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 
 // The idempotency_keys table on real Postgres: claims, answers, releases, lease takeover, expiry and purge.
@@ -9,6 +10,7 @@ const T0 = new Date('2026-03-01T10:00:00.000Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);
 const LEASE = 15_000;
 const ANSWER = { statusCode: 200, contentType: 'application/json; charset=utf-8', body: '{"ok":true}' };
+const box = sealedBox('test-pepper', 'idempotency-answers v1');
 
 describe('IdempotencyStore', () => {
   let db: TestDatabase;
@@ -16,7 +18,7 @@ describe('IdempotencyStore', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    store = new IdempotencyStore(db.pool);
+    store = new IdempotencyStore(db.pool, box);
   });
   afterAll(async () => {
     await db?.drop();
@@ -30,6 +32,26 @@ describe('IdempotencyStore', () => {
     await store.complete(1, 'a', 'fp1', ANSWER);
     expect(await store.claim(1, 'a', 'fp1', at(2), LEASE)).toEqual({ claimed: false, record: { state: 'completed', fingerprint: 'fp1', answer: ANSWER } });
     expect(await store.claim(1, 'a', 'other', at(3), LEASE)).toEqual({ claimed: false, record: { state: 'completed', fingerprint: 'fp1', answer: ANSWER } });
+  });
+
+  it('keeps an answer sealed: the row holds ciphertext, not the body, and gives the body back', async () => {
+    const secretAnswer = { statusCode: 201, contentType: 'application/json', body: '{"secret":"whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="}' };
+    await store.claim(1, 'sealed', 'fp', T0, LEASE);
+    await store.complete(1, 'sealed', 'fp', secretAnswer);
+    const row = (await db.pool.query('SELECT state, status_code, body FROM public.idempotency_keys WHERE company_id = 1 AND key = $1', ['sealed'])).rows[0];
+    expect([row.state, row.status_code]).toEqual(['sealed', 201]);
+    expect(row.body).not.toContain('whsec_');
+    expect(box.open(row.body)).toBe(secretAnswer.body);
+    expect(await store.find(1, 'sealed')).toEqual({ state: 'completed', fingerprint: 'fp', answer: secretAnswer });
+  });
+
+  it('replays a plaintext answer recorded by the version before (state completed) until it expires', async () => {
+    await db.pool.query(
+      `INSERT INTO public.idempotency_keys (company_id, key, fingerprint, state, lease_until, status_code, content_type, body, created_at, expires_at)
+       VALUES (1, 'plain', 'fp', 'completed', $1, 200, $2, $3, $1, $4)`,
+      [T0, ANSWER.contentType, ANSWER.body, at(KEY_TTL_MS)],
+    );
+    expect(await store.claim(1, 'plain', 'fp', at(1), LEASE)).toEqual({ claimed: false, record: { state: 'completed', fingerprint: 'fp', answer: ANSWER } });
   });
 
   it('of 20 concurrent claims of one key exactly one wins', async () => {

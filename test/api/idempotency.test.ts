@@ -365,13 +365,14 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     expect(other.json()).toEqual({ error: 'This Idempotency-Key was already used with a different request.' });
   });
 
-  it('the OpenAPI document shows the header and the 409/422 answers on the keyed routes', async () => {
+  it('the OpenAPI document shows the header and the 409/422 answers on the keyed routes (every POST of a company key)', async () => {
     const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
     const keyed = [
       doc.paths['/api/v1/platform-templates/send/'].post,
       doc.paths['/api/v1/platform-templates/send-bulk/'].post,
       doc.paths['/api/v1/platform-templates/bulk-sends/{bulk_send_id}/cancel/'].post,
       doc.paths['/api/v1/external/contacts/upsert/'].post,
+      ...['', '{id}/rotate-secret/', '{id}/deliveries/{delivery_id}/retry/', '{id}/recover/', '{id}/test/'].map((p) => doc.paths[`/api/v1/webhook-endpoints/${p}`].post),
     ];
     for (const op of keyed) {
       const header = op.parameters.find((p: { in: string; name: string }) => p.in === 'header' && p.name === 'idempotency-key');

@@ -215,6 +215,37 @@ describe('webhook endpoints API', () => {
     expect(kept.body).not.toContain(secret.slice('whsec_'.length));
   });
 
+  it("the endpoint's other POSTs take an Idempotency-Key too: a repeat replays the first answer and does the work once; another request under the key is 422", async () => {
+    const ep = await create();
+    const keyed = (url: string, key: string, body?: unknown) =>
+      t.app.inject({ method: 'POST', url, ...(body === undefined ? {} : { payload: body as object }), headers: { 'x-api-key': SHOP.key, 'idempotency-key': key } });
+    const twice = async (url: string, key: string, body?: unknown) => {
+      const first = await keyed(url, key, body);
+      const again = await keyed(url, key, body);
+      expect([again.statusCode, again.headers['idempotent-replayed'], again.json()]).toEqual([first.statusCode, 'true', first.json()]);
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+      return first;
+    };
+    const rotations = async () => (await t.services.store.readStream(`webhookendpoint-${ep.id}`)).filter((e) => e.type === 'WebhookEndpointSecretRotated').length;
+    const testEvents = async () => (await t.db.pool.query(`SELECT count(*)::int AS n FROM webhooks.deliveries WHERE endpoint_id = $1 AND event_type = 'webhook.test'`, [ep.id])).rows[0].n;
+
+    const rotated = await twice(`${BASE}${ep.id}/rotate-secret/`, 'rotate-1');
+    expect(rotated.statusCode).toBe(200);
+    expect(rotated.json().secret).toMatch(SECRET);
+    expect(await rotations()).toBe(1); // one rotation: the secret held for 24 h is still the one before it
+    const tested = await twice(`${BASE}${ep.id}/test/`, 'test-1');
+    expect(tested.statusCode).toBe(202);
+    expect(await testEvents()).toBe(1);
+    expect((await twice(`${BASE}${ep.id}/deliveries/${tested.json().delivery_id}/retry/`, 'retry-1')).statusCode).toBe(202);
+    expect((await twice(`${BASE}${ep.id}/recover/`, 'recover-1', { since: NOW.toISOString() })).statusCode).toBe(202);
+
+    const other = await create();
+    const reused = await keyed(`${BASE}${other.id}/rotate-secret/`, 'rotate-1');
+    expect([reused.statusCode, reused.json()]).toEqual([422, { error: 'This Idempotency-Key was already used with a different request.' }]);
+    expect((await call('POST', `${BASE}${ep.id}/rotate-secret/`)).json().secret).not.toBe(rotated.json().secret); // unkeyed: rotates again
+    expect(await rotations()).toBe(2);
+  });
+
   it('a keyed creation run again after a crash (endpoint stored, answer never recorded) answers that endpoint and its secret', async () => {
     const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(TEST_PEPPER), now: () => NOW };
     const who = { actor: 'test', companyId: SHOP.companyId };

@@ -145,7 +145,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   });
 
   r.post(`${BASE}:id/rotate-secret/`, {
-    config: plain,
+    config: { ...plain, idempotent: true },
     schema: { tags, summary: 'A new signing secret; the previous one keeps signing alongside it for 24 h', params: idParams, response: { 200: withSecret, 401: errorSchema, 404: errorSchema } },
     preHandler: auth,
   }, async (request) => {
@@ -180,7 +180,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   });
 
   r.post(`${BASE}:id/deliveries/:delivery_id/retry/`, {
-    config: plain,
+    config: { ...plain, idempotent: true },
     schema: { tags, summary: 'Deliver again now (a failed delivery starts a fresh retry schedule)', params: deliveryParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
     preHandler: auth,
   }, async (request, reply) => {
@@ -191,7 +191,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   });
 
   r.post(`${BASE}:id/recover/`, {
-    config: plain,
+    config: { ...plain, idempotent: true },
     schema: {
       tags, summary: 'Deliver again every delivery that failed (its retries exhausted) in [since, until): after an outage longer than the retry schedule',
       params: idParams, body: recoverBody,
@@ -215,7 +215,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   });
 
   r.post(`${BASE}:id/test/`, {
-    config: plain,
+    config: { ...plain, idempotent: true },
     schema: { tags, summary: 'Queue a `webhook.test` event to this endpoint (whatever its event types)', params: idParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
     preHandler: auth,
   }, async (request, reply) => {

@@ -1,5 +1,5 @@
 import { seedFixture } from '../../src/commands/provisioning/seed';
-import { createWebhookEndpoint, keyedEndpointId } from '../../src/commands/webhook-endpoint/handler';
+import { createWebhookEndpoint, keyedEndpointId, rotateWebhookSecret } from '../../src/commands/webhook-endpoint/handler';
 import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
 import { createTestApp, TEST_PEPPER } from '../support/services';
 import { OTHER, SHOP, sendsFixture } from '../support/sends';
@@ -259,6 +259,23 @@ describe('webhook endpoints API', () => {
     expect(retry.json()).toMatchObject({ id: firstRun.endpointId, url: input.url, secret: firstRun.secret });
     const rows = await t.db.pool.query('SELECT count(*)::int AS n FROM rm_webhooks.endpoints WHERE url = $1', [input.url]);
     expect(rows.rows[0].n).toBe(1);
+  });
+
+  it('a keyed rotation run again after a crash (rotated, answer never recorded) answers its secret and does not rotate twice; a new key or 24 h later rotates', async () => {
+    const ep = await create();
+    let now = NOW;
+    const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(TEST_PEPPER), now: () => now };
+    const who = { actor: 'test', companyId: SHOP.companyId };
+    const rotations = async () => (await t.services.store.readStream(`webhookendpoint-${ep.id}`)).filter((e) => e.type === 'WebhookEndpointSecretRotated').length;
+    const first = await rotateWebhookSecret(deps, who, ep.id, 'rot-crash-1');
+    expect(first).toMatch(SECRET);
+    const retry = await t.app.inject({ method: 'POST', url: `${BASE}${ep.id}/rotate-secret/`, headers: { 'x-api-key': SHOP.key, 'idempotency-key': 'rot-crash-1' } });
+    expect([retry.statusCode, retry.json().secret, await rotations()]).toEqual([200, first, 1]);
+    const second = await rotateWebhookSecret(deps, who, ep.id, 'rot-crash-2');
+    expect([second === first, await rotations()]).toEqual([false, 2]);
+    now = new Date(NOW.getTime() + 24 * 60 * 60 * 1000);
+    expect(await rotateWebhookSecret(deps, who, ep.id, 'rot-crash-2')).not.toBe(second); // the key's 24 h are over: a new rotation
+    expect(await rotations()).toBe(3);
   });
 
   it('is in the OpenAPI document', async () => {

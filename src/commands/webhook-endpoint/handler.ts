@@ -3,7 +3,8 @@ import type { EventStore } from '../../ports/event-store';
 import type { WebhookEventType } from '../../events/webhooks';
 import { executeCommand, type ReadModelWaiter } from '../handle';
 import { deterministicUuid } from '../send/ids';
-import { type Command, webhookEndpointDecider, webhookEndpointStream } from './decider';
+import { type Command, PREVIOUS_SECRET_GRACE_MS, webhookEndpointDecider, webhookEndpointStream } from './decider';
+import { KEY_TTL_MS } from '../../shared/idempotency-key';
 import { generateWebhookSecret, type SecretBox } from './secrets';
 
 export interface WebhookEndpointDeps {
@@ -51,9 +52,32 @@ export async function updateWebhookEndpoint(
   await run(deps, endpointId, { type: 'UpdateEndpoint', ...change, now: deps.now() }, who);
 }
 
-/** A new secret; the previous one keeps signing for 24 h. Returns the clear new secret. */
-export async function rotateWebhookSecret(deps: WebhookEndpointDeps, who: Actor, endpointId: string): Promise<string> {
-  const secret = generateWebhookSecret();
+/**
+ * A new secret; the previous one keeps signing for 24 h. Returns the clear new secret. Under an Idempotency-Key the
+ * n-th rotation's secret is derived from (company, endpoint, key, n), so a rotation run again after a crash (made,
+ * its answer never recorded) finds its own secret in the endpoint's last rotation and answers it instead of rotating
+ * a second time, which would end the previous secret's 24 h at once.
+ */
+export async function rotateWebhookSecret(deps: WebhookEndpointDeps, who: Actor, endpointId: string, idempotencyKey?: string): Promise<string> {
+  if (idempotencyKey === undefined) {
+    const secret = generateWebhookSecret();
+    await run(deps, endpointId, { type: 'RotateSecret', secret: deps.box.seal(secret), now: deps.now() }, who);
+    return secret;
+  }
+  const stream = webhookEndpointStream(endpointId);
+  const rotations = (await deps.store.readStream(stream)).filter((e) => e.type === 'WebhookEndpointSecretRotated');
+  const keyed = (n: number) => deps.box.derive(`${who.companyId}:${endpointId}:${n}:${idempotencyKey}`);
+  const last = rotations.at(-1);
+  if (last) {
+    const { secret, previousSecretValidUntil } = last.data as { secret: string; previousSecretValidUntil: string };
+    const rotatedAt = Date.parse(previousSecretValidUntil) - PREVIOUS_SECRET_GRACE_MS;
+    const mine = deps.box.open(secret) === keyed(rotations.length - 1) && deps.now().getTime() - rotatedAt < KEY_TTL_MS;
+    if (mine) {
+      await deps.waiter.waitForEvents(last.position, [last.type]);
+      return keyed(rotations.length - 1);
+    }
+  }
+  const secret = keyed(rotations.length);
   await run(deps, endpointId, { type: 'RotateSecret', secret: deps.box.seal(secret), now: deps.now() }, who);
   return secret;
 }

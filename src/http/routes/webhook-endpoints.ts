@@ -150,7 +150,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     preHandler: auth,
   }, async (request) => {
     await endpointOf(request, request.params.id);
-    const secret = await rotateWebhookSecret(deps, who(request), request.params.id);
+    const secret = await rotateWebhookSecret(deps, who(request), request.params.id, request.idempotencyKey);
     return { ...view(await endpointOf(request, request.params.id)), secret };
   });
 

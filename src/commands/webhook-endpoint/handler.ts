@@ -71,10 +71,10 @@ export async function rotateWebhookSecret(deps: WebhookEndpointDeps, who: Actor,
   if (last) {
     const { secret, previousSecretValidUntil } = last.data as { secret: string; previousSecretValidUntil: string };
     const rotatedAt = Date.parse(previousSecretValidUntil) - PREVIOUS_SECRET_GRACE_MS;
-    const mine = deps.box.open(secret) === keyed(rotations.length - 1) && deps.now().getTime() - rotatedAt < KEY_TTL_MS;
-    if (mine) {
+    const itsSecret = keyed(rotations.length - 1);
+    if (deps.box.open(secret) === itsSecret && deps.now().getTime() - rotatedAt < KEY_TTL_MS) {
       await deps.waiter.waitForEvents(last.position, [last.type]);
-      return keyed(rotations.length - 1);
+      return itsSecret;
     }
   }
   const secret = keyed(rotations.length);

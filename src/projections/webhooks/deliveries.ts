@@ -60,17 +60,21 @@ export interface ClaimedDelivery {
   attempts: number;
 }
 
+/** The rows a claim takes, locked: the oldest due deliveries of enabled endpoints but those in $4, at most $2. */
+const DUE_FOR_CLAIM = `FROM webhooks.deliveries c
+          WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
+            AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
+          ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const CLAIMED = `WHERE d.delivery_id = claimed.delivery_id
+ RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
+
 /**
  * The due claim: the oldest due deliveries of enabled endpoints but those in $4 (the sender's full ones), moved a
  * lease ahead (SKIP LOCKED: senders share them).
  */
 export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
-   FROM (SELECT c.delivery_id FROM webhooks.deliveries c
-          WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
-            AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
-          ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) claimed
-  WHERE d.delivery_id = claimed.delivery_id
- RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
+   FROM (SELECT c.delivery_id ${DUE_FOR_CLAIM}) claimed
+  ${CLAIMED}`;
 
 /**
  * The claim with caps ($5 endpoints, $6 how many each may get): the same rows read and locked, of which each capped
@@ -79,14 +83,10 @@ export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_a
 export const CLAIM_DUE_DELIVERIES_CAPPED_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
    FROM (SELECT r.delivery_id
            FROM (SELECT l.delivery_id, l.endpoint_id, row_number() OVER (PARTITION BY l.endpoint_id ORDER BY l.next_attempt_at) AS n
-                   FROM (SELECT c.delivery_id, c.endpoint_id, c.next_attempt_at FROM webhooks.deliveries c
-                          WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
-                            AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
-                          ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) l) r
+                   FROM (SELECT c.delivery_id, c.endpoint_id, c.next_attempt_at ${DUE_FOR_CLAIM}) l) r
            LEFT JOIN unnest($5::text[], $6::int[]) AS cap(endpoint_id, room) ON cap.endpoint_id = r.endpoint_id
           WHERE cap.room IS NULL OR r.n <= cap.room) claimed
-  WHERE d.delivery_id = claimed.delivery_id
- RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
+  ${CLAIMED}`;
 
 /** Run before CLAIM_DUE_DELIVERIES_SQL in its transaction (see claimDueDeliveries). */
 export const CLAIM_DUE_PLAN_SETTING = 'SET LOCAL enable_bitmapscan = off';

@@ -2,14 +2,15 @@
 // in-process transport, sandbox provider, embedded or DATABASE_URL Postgres, listening on 127.0.0.1 only) runs in a
 // forked child, so the RSS and live-heap samples it reports are the service's alone; this process is the load
 // generator and the client webhook receiver. For SOAK_SECONDS (default 600) SOAK_CONCURRENCY loops mix single sends
-// (a sixth of them with an Idempotency-Key, each sent twice), bulk creations, contact upserts, lookups, exports and
-// signed webhooks (each status sent twice, in shuffled order), with one client webhook endpoint subscribed to every
-// event type on a local receiver, and the rate limiter on. Emits JSON lines: throughput, p50/p99 per endpoint,
-// answers by status, the service's RSS and heap over time, then the consistency checks: one outcome per bulk
-// recipient, each (message, status) recorded at most once and every sent `read` applied, every keyed repeat the
-// replay of its first answer, every client webhook event received with a valid signature, projections equal to a
-// fresh rebuild. `GET /metrics` is scraped every 15 s, as Prometheus would (its answers, and the gauges' peaks), and
-// once after the load, where the counters must agree with what the load generator and the receiver saw.
+// (a sixth of them with an Idempotency-Key, each sent twice), bulk creations, contact upserts (a third of them with
+// a key, each sent twice), lookups, exports and signed webhooks (each status sent twice, in shuffled order), with one
+// client webhook endpoint subscribed to every event type on a local receiver, and the rate limiter on. Emits JSON
+// lines: throughput, p50/p99 per endpoint, answers by status, the service's RSS and heap over time, then the
+// consistency checks: one outcome per bulk recipient, each (message, status) recorded at most once and every sent
+// `read` applied, every keyed repeat the replay of its first answer, every client webhook event received with a
+// valid signature, projections equal to a fresh rebuild. `GET /metrics` is scraped every 15 s, as Prometheus would
+// (its answers, and the gauges' peaks), and once after the load, where the counters must agree with what the load
+// generator and the receiver saw.
 import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -50,7 +51,7 @@ const fixture = {
   globalKeys: [],
 };
 
-type Kind = 'send' | 'keyed_send' | 'bulk' | 'upsert' | 'lookup' | 'contact_get' | 'export' | 'webhook' | 'bulk_detail';
+type Kind = 'send' | 'keyed_send' | 'bulk' | 'upsert' | 'keyed_upsert' | 'lookup' | 'contact_get' | 'export' | 'webhook' | 'bulk_detail';
 const lat = new Map<Kind, number[]>();
 const byStatus = new Map<string, number>();
 const pct = (xs: number[], p: number) => {
@@ -203,6 +204,9 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
   };
   let keyedRepeats = 0;
   let keyedMismatches = 0;
+  // keyed upserts: their record is the generic one, kept sealed in public.idempotency_keys (docs/idempotency.md)
+  let keyedUpsertRepeats = 0;
+  let keyedUpsertMismatches = 0;
   const phone = (n: number) => `+54911${String(10_000_000 + (n % 5_000_000)).padStart(8, '0')}`;
   const webhook = async (ids: string[]) => {
     const at = Math.floor(Date.now() / 1000);
@@ -262,7 +266,15 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
         recipients.push(recipients[0]); // a duplicate, removed by the service
         const res = await call('bulk', 'POST', '/api/v1/platform-templates/send-bulk/', JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipients }));
         if (res.status === '202') bulks.push(JSON.parse(res.text).bulk_send_id);
-      } else if (r < 10) {
+      } else if (r === 9) {
+        // a keyed upsert and its repeat: the repeat must replay the first answer
+        const body = JSON.stringify({ phone: phone(n % 500), full_name: `Soak ${n % 500}`, custom_fields: [{ key: 'plan', value: [n % 2 ? 'gold' : 'basic'] }] });
+        const key = { 'idempotency-key': `soak-upsert-${n}` };
+        const first = await call('keyed_upsert', 'POST', '/api/v1/external/contacts/upsert/', body, key);
+        const repeat = await call('keyed_upsert', 'POST', '/api/v1/external/contacts/upsert/', body, key);
+        keyedUpsertRepeats++;
+        if (repeat.status !== first.status || repeat.text !== first.text || repeat.replayed !== 'true') keyedUpsertMismatches++;
+      } else if (r < 9) {
         await call('upsert', 'POST', '/api/v1/external/contacts/upsert/', JSON.stringify({ phone: phone(n % 500), full_name: `Soak ${n % 500}`, custom_fields: [{ key: 'plan', value: [n % 2 ? 'gold' : 'basic'] }] }));
       } else if (r < 13) {
         await call('lookup', 'GET', `/api/v1/contact-lookup/?phone=${encodeURIComponent(phone(n % 500))}`);
@@ -319,7 +331,10 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
   emit({ bench: 'soak', metric: 'bulk_recipients_without_outcome', value: br.expected >= 0 ? br.expected - br.outcomes : -1, unit: 'recipients', budget: 0, ok: br.expected === br.outcomes });
   emit({ bench: 'soak', metric: 'webhook_statuses_duplicated', value: statusDup, unit: 'statuses', budget: 0, ok: statusDup === 0 });
   emit({ bench: 'soak', metric: 'webhook_reads_lost', value: lost, unit: 'messages', budget: 0, ok: lost === 0, reads_sent: readSent.size });
-  emit({ bench: 'soak', metric: 'keyed_repeats_not_replayed', value: keyedMismatches, unit: 'requests', budget: 0, ok: keyedMismatches === 0, keyed_repeats: keyedRepeats });
+  emit({
+    bench: 'soak', metric: 'keyed_repeats_not_replayed', value: keyedMismatches + keyedUpsertMismatches, unit: 'requests', budget: 0,
+    ok: keyedMismatches + keyedUpsertMismatches === 0, keyed_repeats: keyedRepeats, keyed_upsert_repeats: keyedUpsertRepeats, upserts_not_replayed: keyedUpsertMismatches,
+  });
   // every client webhook event the fan-out queued for the endpoint arrived, signed; extra arrivals are retries
   // (at least once), reported, not failed
   const queued = (await db.pool.query<{ webhook_id: string; status: string }>(`SELECT webhook_id, status FROM webhooks.deliveries WHERE endpoint_id = $1`, [endpoint.id])).rows;
@@ -338,6 +353,7 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
   const successAttempts = final.get('switchboard_webhook_attempts_total{outcome="success"}') ?? 0;
   const succeeded = queued.filter((d) => d.status === 'succeeded').length;
   const replays = final.get('switchboard_idempotent_replays_total{route="/api/v1/platform-templates/send/"}') ?? 0;
+  const upsertReplays = final.get('switchboard_idempotent_replays_total{route="/api/v1/external/contacts/upsert/"}') ?? 0;
   emit({ bench: 'soak', metric: 'metrics_scrapes_failed', value: scrapes.failed, unit: 'scrapes', budget: 0, ok: scrapes.failed === 0, scrapes: scrapes.count });
   emit({ bench: 'soak', metric: 'metrics_projection_failing_seen', value: scrapes.projectionFailing, unit: 'samples', budget: 0, ok: scrapes.projectionFailing === 0 });
   emit({
@@ -348,7 +364,10 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
     bench: 'soak', metric: 'metrics_webhook_successes_below_succeeded', value: Math.max(0, succeeded - successAttempts), unit: 'deliveries', budget: 0,
     ok: successAttempts >= succeeded && succeeded > 0, success_attempts: successAttempts, succeeded, received: [...webhookIdsReceived.values()].reduce((a, b) => a + b, 0),
   });
-  emit({ bench: 'soak', metric: 'metrics_keyed_replays_miscounted', value: Math.abs(replays - keyedRepeats), unit: 'requests', budget: 0, ok: replays === keyedRepeats, replays, keyed_repeats: keyedRepeats });
+  emit({
+    bench: 'soak', metric: 'metrics_keyed_replays_miscounted', value: Math.abs(replays - keyedRepeats) + Math.abs(upsertReplays - keyedUpsertRepeats), unit: 'requests', budget: 0,
+    ok: replays === keyedRepeats && upsertReplays === keyedUpsertRepeats, replays, keyed_repeats: keyedRepeats, upsert_replays: upsertReplays, keyed_upsert_repeats: keyedUpsertRepeats,
+  });
 
   await new Promise<void>((r) => receiver.close(() => r()));
   await db.pool.end();

@@ -207,6 +207,13 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
   // keyed upserts: their record is the generic one, kept sealed in public.idempotency_keys (docs/idempotency.md)
   let keyedUpsertRepeats = 0;
   let keyedUpsertMismatches = 0;
+  /** a keyed request and its repeat: whether the repeat is the replay of the first answer */
+  const sentTwice = async (kind: Kind, url: string, body: string, key: string) => {
+    const first = await call(kind, 'POST', url, body, { 'idempotency-key': key });
+    const repeat = await call(kind, 'POST', url, body, { 'idempotency-key': key });
+    const replayed = repeat.status === first.status && repeat.text === first.text && (!first.status.startsWith('2') || repeat.replayed === 'true');
+    return { first, replayed };
+  };
   const phone = (n: number) => `+54911${String(10_000_000 + (n % 5_000_000)).padStart(8, '0')}`;
   const webhook = async (ids: string[]) => {
     const at = Math.floor(Date.now() / 1000);
@@ -250,13 +257,10 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
       const n = seq++;
       const r = n % 20;
       if (r === 5) {
-        // a keyed send and its repeat: the repeat must replay the first answer
         const body = JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipient_phone: phone(n) });
-        const key = { 'idempotency-key': `soak-${n}` };
-        const first = await call('keyed_send', 'POST', '/api/v1/platform-templates/send/', body, key);
-        const repeat = await call('keyed_send', 'POST', '/api/v1/platform-templates/send/', body, key);
+        const { first, replayed } = await sentTwice('keyed_send', '/api/v1/platform-templates/send/', body, `soak-${n}`);
         keyedRepeats++;
-        if (repeat.status !== first.status || repeat.text !== first.text || (first.status === '200' && repeat.replayed !== 'true')) keyedMismatches++;
+        if (!replayed) keyedMismatches++;
         if (first.status === '200') messages.push(JSON.parse(first.text).message_id);
       } else if (r < 6) {
         const res = await call('send', 'POST', '/api/v1/platform-templates/send/', JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipient_phone: phone(n) }));
@@ -267,13 +271,10 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
         const res = await call('bulk', 'POST', '/api/v1/platform-templates/send-bulk/', JSON.stringify({ phone_number_id: NUMBER, template_name: 'welcome', recipients }));
         if (res.status === '202') bulks.push(JSON.parse(res.text).bulk_send_id);
       } else if (r === 9) {
-        // a keyed upsert and its repeat: the repeat must replay the first answer
         const body = JSON.stringify({ phone: phone(n % 500), full_name: `Soak ${n % 500}`, custom_fields: [{ key: 'plan', value: [n % 2 ? 'gold' : 'basic'] }] });
-        const key = { 'idempotency-key': `soak-upsert-${n}` };
-        const first = await call('keyed_upsert', 'POST', '/api/v1/external/contacts/upsert/', body, key);
-        const repeat = await call('keyed_upsert', 'POST', '/api/v1/external/contacts/upsert/', body, key);
+        const { replayed } = await sentTwice('keyed_upsert', '/api/v1/external/contacts/upsert/', body, `soak-upsert-${n}`);
         keyedUpsertRepeats++;
-        if (repeat.status !== first.status || repeat.text !== first.text || repeat.replayed !== 'true') keyedUpsertMismatches++;
+        if (!replayed) keyedUpsertMismatches++;
       } else if (r < 9) {
         await call('upsert', 'POST', '/api/v1/external/contacts/upsert/', JSON.stringify({ phone: phone(n % 500), full_name: `Soak ${n % 500}`, custom_fields: [{ key: 'plan', value: [n % 2 ? 'gold' : 'basic'] }] }));
       } else if (r < 13) {

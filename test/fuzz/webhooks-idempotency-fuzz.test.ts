@@ -264,6 +264,8 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
   let victim: string | undefined;
   const A_BULKS = 120;
   const bulksA: string[] = [];
+  /** A's endpoints for the keyed rotate-secret and test requests (a distinct endpoint is a distinct request) */
+  const endpointsA: string[] = [];
   let bulkB = '';
 
   const inject = (o: InjectOptions) => checkedInject(t.app, t.db.pool, o);
@@ -315,6 +317,7 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
       expect(res.statusCode).toBe(202);
       return res.json().delivery_id as string;
     };
+    for (let i = 0; i < 8; i++) endpointsA.push(await createEndpoint(EXAMPLE.key));
     deliveryA = await test(idA, EXAMPLE.key);
     deliveryB = await test(idB, SECOND.key);
     // enough of A's bulks that the cancel's valid requests mostly reach a stored answer (an unknown id is a 404, not kept)
@@ -510,12 +513,15 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
       /** requests refused for their body or path alone: docs say they are refused before the key is recorded */
       bodyRefusals: Req[];
       junk: fc.Arbitrary<Req>;
+      /** its answer does not name the request (a count): B's fresh answer may equal A's */
+      anonymousAnswer?: true;
     }
     const body = (url: string, b: unknown): Req => ({ url, raw: JSON.stringify(b) });
     const reorder = (r: Req): Req => (r.raw === undefined ? r : { ...r, raw: JSON.stringify(reversed(JSON.parse(r.raw))) });
     const SEND = '/api/v1/platform-templates/send/';
     const BULK = '/api/v1/platform-templates/send-bulk/';
     const UPSERT = '/api/v1/external/contacts/upsert/';
+    const UNKNOWN_ENDPOINT = '00000000-0000-4000-8000-000000000000';
 
     const ROUTES: KeyedRoute[] = [
       {
@@ -567,6 +573,32 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
         ],
         junk: fc.oneof(mutatedBody(WEBHOOK_BODY), createBody.map((b) => b.raw), jsonValueText).map((raw) => ({ url: BASE, raw })),
       },
+      {
+        name: 'POST /api/v1/webhook-endpoints/{id}/recover/',
+        // distinct n: distinct ranges; every one answers 202 (kept), whatever it finds
+        valid: (n, c) => body(`${BASE}${c === EXAMPLE.companyId ? idA : idB}/recover/`, { since: new Date(Date.UTC(2026, 0, 1) + n * 60_000).toISOString(), until: '2100-01-01T00:00:00.000Z' }),
+        equivalent: reorder,
+        // (the body is validated before the endpoint is looked up: any id will do, and A's is not known yet here)
+        bodyRefusals: [
+          body(`${BASE}${UNKNOWN_ENDPOINT}/recover/`, { since: 'yesterday' }),
+          body(`${BASE}${UNKNOWN_ENDPOINT}/recover/`, { since: '2026-02-01T00:00:00.000Z', until: '2026-01-01T00:00:00.000Z' }),
+          body(`${BASE}${UNKNOWN_ENDPOINT}/recover/`, { since: '2026-01-01T00:00:00.000Z', extra: 1 }),
+          { url: `${BASE}${UNKNOWN_ENDPOINT}/recover/`, raw: '{' },
+        ],
+        junk: fc.oneof(mutatedBody({ since: '2026-01-01T00:00:00.000Z' }), jsonValueText).map((raw) => ({ url: `${BASE}${idA}/recover/`, raw })),
+        anonymousAnswer: true,
+      },
+      ...(['rotate-secret', 'test'] as const).map((action): KeyedRoute => ({
+        name: `POST /api/v1/webhook-endpoints/{id}/${action}/`,
+        // n picks one of A's endpoints (kept: 200 or 202), or an unknown id (404, not kept); B's own endpoint for B
+        valid: (n, c) => ({ url: `${BASE}${c === EXAMPLE.companyId ? (n < endpointsA.length ? endpointsA[n] : `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`) : idB}/${action}/` }),
+        equivalent: (r) => r,
+        bodyRefusals: [], // no body, and an id that is not an endpoint is a 404
+        junk: fc.record({
+          id: fc.oneof(fc.constantFrom('0', '1'), nastyString.map((x) => enc(x.slice(0, 300)))),
+          raw: fc.option(fc.oneof(fc.constantFrom('', '{}', '{', 'null'), jsonValueText), { nil: undefined }),
+        }).map(({ id, raw }) => ({ url: `${BASE}${/^[01]$/.test(id) ? endpointsA[Number(id)] : id}/${action}/`, raw })),
+      })),
     ];
 
     /** mostly a company key and JSON, so that most requests get as far as the key's checks */
@@ -677,13 +709,14 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
           const b = await send(route.valid(n, SECOND.companyId), SECOND.key, idem);
           if (b.statusCode === 422) expect(b.json()).not.toEqual({ error: KEY_REUSED_ERROR }); // a provider refusal is a 422 too
           expect(replayed(b)).toBeUndefined();
-          if (a.statusCode < 300 && b.statusCode < 300) expect(b.body).not.toBe(a.body);
+          if (a.statusCode < 300 && b.statusCode < 300 && !route.anonymousAnswer) expect(b.body).not.toBe(a.body);
           const again = await send(route.valid(n, EXAMPLE.companyId), EXAMPLE.key, idem);
           expect([again.statusCode, again.body, replayed(again)]).toEqual([a.statusCode, a.body, kept(a.statusCode) ? 'true' : undefined]);
         }), { ...params, numRuns: Math.max(1, Math.ceil(RUNS / 4)) });
       });
 
-      it('a 400 is never recorded (docs/idempotency.md "Order of checks"): the corrected request may reuse the key', async () => {
+      // (rotate-secret and test have no body to refuse, and an id that is not an endpoint is a 404: not their property)
+      if (route.bodyRefusals.length > 0) it('a 400 is never recorded (docs/idempotency.md "Order of checks"): the corrected request may reuse the key', async () => {
         await fc.assert(fc.asyncProperty(validSpec, fc.constantFrom(...route.bodyRefusals), nArb, async (spec, refused, n) => {
           const idem = { name: 'idempotency-key', value: resolveKey(spec) };
           const res = await send(refused, EXAMPLE.key, idem);

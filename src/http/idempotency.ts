@@ -35,7 +35,7 @@ declare module 'fastify' {
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 /** the key the stored answers are sealed under is derived from API_KEY_PEPPER for this purpose */
-export const IDEMPOTENCY_ANSWERS_PURPOSE = 'idempotency-answers v1';
+const IDEMPOTENCY_ANSWERS_PURPOSE = 'idempotency-answers v1';
 export { IN_FLIGHT_WAIT_MS, LEASE_MS };
 const RENEW_EVERY_MS = LEASE_MS / 3;
 const PURGE_EVERY_MS = 10 * 60 * 1000;

@@ -37,7 +37,7 @@ export class EndpointLanes {
 
   /** `onFullChange`: +1 when an endpoint becomes full, -1 when it has room again */
   constructor(
-    readonly perEndpoint: number,
+    private readonly perEndpoint: number,
     private readonly onFullChange: (delta: 1 | -1) => void = () => {},
   ) {}
 

@@ -80,7 +80,7 @@ export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_a
  * The claim with caps ($5 endpoints, $6 how many each may get): the same rows read and locked, of which each capped
  * endpoint gets its earliest due up to its cap; the rest stay due (their locks end with the claim's transaction).
  */
-export const CLAIM_DUE_DELIVERIES_CAPPED_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
+const CLAIM_DUE_DELIVERIES_CAPPED_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
    FROM (SELECT r.delivery_id
            FROM (SELECT l.delivery_id, l.endpoint_id, row_number() OVER (PARTITION BY l.endpoint_id ORDER BY l.next_attempt_at) AS n
                    FROM (SELECT c.delivery_id, c.endpoint_id, c.next_attempt_at ${DUE_FOR_CLAIM}) l) r

@@ -278,6 +278,34 @@ describe('webhook endpoints API', () => {
     expect(await rotations()).toBe(3);
   });
 
+  it('a keyed rotation racing another rotation (one lands between its read and its append) is made again for the new count: run again after a crash, it answers its secret and does not rotate', async () => {
+    const ep = await create();
+    const stream = `webhookendpoint-${ep.id}`;
+    const who = { actor: 'test', companyId: SHOP.companyId };
+    const box = secretBox(TEST_PEPPER);
+    let race = true;
+    // the real store; the first read of the endpoint's stream is followed at once by another client's rotation
+    const store = Object.create(t.services.store, {
+      readStream: {
+        value: async (id: string) => {
+          const events = await t.services.store.readStream(id);
+          if (race && id === stream) {
+            race = false;
+            await rotateWebhookSecret({ store: t.services.store, waiter: t.services.runner, box, now: () => NOW }, who, ep.id);
+          }
+          return events;
+        },
+      },
+    }) as typeof t.services.store;
+    const deps = { store, waiter: t.services.runner, box, now: () => NOW };
+    const first = await rotateWebhookSecret(deps, who, ep.id, 'rot-race-1');
+    expect(race).toBe(false);
+    const rotations = async () => (await t.services.store.readStream(stream)).filter((e) => e.type === 'WebhookEndpointSecretRotated');
+    expect((await rotations()).map((e) => box.open((e.data as { secret: string }).secret) === first)).toEqual([false, true]);
+    const retry = await t.app.inject({ method: 'POST', url: `${BASE}${ep.id}/rotate-secret/`, headers: { 'x-api-key': SHOP.key, 'idempotency-key': 'rot-race-1' } });
+    expect([retry.statusCode, retry.json().secret, (await rotations()).length]).toEqual([200, first, 2]);
+  });
+
   it('is in the OpenAPI document', async () => {
     const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
     expect(Object.keys(doc.paths).filter((p: string) => p.startsWith(BASE)).sort()).toEqual([

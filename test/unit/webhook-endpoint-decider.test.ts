@@ -52,6 +52,17 @@ describe('webhook endpoint decider', () => {
     }]);
   });
 
+  it('a rotation made for a count of rotations is refused once the endpoint has another (a keyed secret depends on it)', () => {
+    const rotated: WebhookEndpointEvent = { type: 'WebhookEndpointSecretRotated', data: { endpointId, companyId: 101, secret: 'sealed-2', previousSecretValidUntil: later.toISOString() } };
+    const third = (rotationsBefore: number): Command => ({ type: 'RotateSecret', secret: 'sealed-3', now: later, rotationsBefore });
+    s.given([created, rotated]).when(third(0)).thenThrows('ROTATION_RACED');
+    s.given([created, rotated, rotated]).when(third(1)).thenThrows('ROTATION_RACED');
+    s.given([created, rotated]).when(third(1)).then([{
+      type: 'WebhookEndpointSecretRotated',
+      data: { endpointId, companyId: 101, secret: 'sealed-3', previousSecretValidUntil: '2026-03-03T09:30:00.000Z' },
+    }]);
+  });
+
   it('deletes; a deleted or unknown endpoint refuses every client command', () => {
     s.given([created]).when({ type: 'DeleteEndpoint', now: later }).then([deleted]);
     for (const given of [[], [created, deleted]]) {

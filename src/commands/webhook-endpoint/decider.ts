@@ -10,13 +10,14 @@ export type Command =
   | { type: 'CreateEndpoint'; endpointId: string; companyId: number; url: string; eventTypes: WebhookEventType[]; description: string | null; secret: string; now: Date }
   | { type: 'UpdateEndpoint'; url?: string; eventTypes?: WebhookEventType[]; description?: string | null; enabled?: boolean; now: Date }
   | { type: 'DisableEndpoint'; reason: 'gone' | 'failing'; now: Date }
-  | { type: 'RotateSecret'; secret: string; now: Date }
+  /** `rotationsBefore`: the rotations the secret was made for (a keyed rotation's secret depends on it); another count refuses */
+  | { type: 'RotateSecret'; secret: string; now: Date; rotationsBefore?: number }
   | { type: 'DeleteEndpoint'; now: Date };
 
 export type State =
   | { status: 'none' }
   | { status: 'deleted' }
-  | { status: 'active'; endpointId: string; companyId: number; url: string; eventTypes: WebhookEventType[]; description: string | null; enabled: boolean };
+  | { status: 'active'; endpointId: string; companyId: number; url: string; eventTypes: WebhookEventType[]; description: string | null; enabled: boolean; rotations: number };
 
 export const initialState = (): State => ({ status: 'none' });
 
@@ -49,6 +50,9 @@ export function decide(command: Command, state: State): WebhookEndpointEvent[] {
     }
     case 'RotateSecret': {
       const s = live(state);
+      if (command.rotationsBefore !== undefined && command.rotationsBefore !== s.rotations) {
+        throw new DomainError('ROTATION_RACED', 'the endpoint was rotated since its secret was made');
+      }
       const previousSecretValidUntil = new Date(command.now.getTime() + PREVIOUS_SECRET_GRACE_MS).toISOString();
       return [{ type: 'WebhookEndpointSecretRotated', data: { endpointId: s.endpointId, companyId: s.companyId, secret: command.secret, previousSecretValidUntil } }];
     }
@@ -72,7 +76,7 @@ export function evolve(state: State, event: WebhookEndpointEvent): State {
   switch (event.type) {
     case 'WebhookEndpointCreated': {
       const { endpointId, companyId, url, eventTypes, description } = event.data;
-      return { status: 'active', endpointId, companyId, url, eventTypes: [...eventTypes], description, enabled: true };
+      return { status: 'active', endpointId, companyId, url, eventTypes: [...eventTypes], description, enabled: true, rotations: 0 };
     }
     case 'WebhookEndpointChanged':
       return state.status === 'active' ? { ...state, url: event.data.url, eventTypes: [...event.data.eventTypes], description: event.data.description } : state;
@@ -81,7 +85,7 @@ export function evolve(state: State, event: WebhookEndpointEvent): State {
     case 'WebhookEndpointEnabled':
       return state.status === 'active' ? { ...state, enabled: true } : state;
     case 'WebhookEndpointSecretRotated':
-      return state;
+      return state.status === 'active' ? { ...state, rotations: state.rotations + 1 } : state;
     case 'WebhookEndpointDeleted':
       return { status: 'deleted' };
   }

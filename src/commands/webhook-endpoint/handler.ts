@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EventStore } from '../../ports/event-store';
 import type { WebhookEventType } from '../../events/webhooks';
+import { DomainError } from '../decider';
 import { executeCommand, type ReadModelWaiter } from '../handle';
 import { deterministicUuid } from '../send/ids';
 import { type Command, PREVIOUS_SECRET_GRACE_MS, webhookEndpointDecider, webhookEndpointStream } from './decider';
@@ -64,8 +65,20 @@ export async function rotateWebhookSecret(deps: WebhookEndpointDeps, who: Actor,
     await run(deps, endpointId, { type: 'RotateSecret', secret: deps.box.seal(secret), now: deps.now() }, who);
     return secret;
   }
-  const stream = webhookEndpointStream(endpointId);
-  const rotations = (await deps.store.readStream(stream)).filter((e) => e.type === 'WebhookEndpointSecretRotated');
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await rotateKeyed(deps, who, endpointId, idempotencyKey);
+    } catch (err) {
+      // another rotation landed between the read and the append: the secret was made for a stale count
+      if (!(err instanceof DomainError && err.code === 'ROTATION_RACED') || attempt === MAX_ROTATION_RACES) throw err;
+    }
+  }
+}
+
+const MAX_ROTATION_RACES = 10;
+
+async function rotateKeyed(deps: WebhookEndpointDeps, who: Actor, endpointId: string, idempotencyKey: string): Promise<string> {
+  const rotations = (await deps.store.readStream(webhookEndpointStream(endpointId))).filter((e) => e.type === 'WebhookEndpointSecretRotated');
   const keyed = (n: number) => deps.box.derive(`${who.companyId}:${endpointId}:${n}:${idempotencyKey}`);
   const last = rotations.at(-1);
   if (last) {
@@ -78,7 +91,7 @@ export async function rotateWebhookSecret(deps: WebhookEndpointDeps, who: Actor,
     }
   }
   const secret = keyed(rotations.length);
-  await run(deps, endpointId, { type: 'RotateSecret', secret: deps.box.seal(secret), now: deps.now() }, who);
+  await run(deps, endpointId, { type: 'RotateSecret', secret: deps.box.seal(secret), now: deps.now(), rotationsBefore: rotations.length }, who);
   return secret;
 }
 

@@ -266,6 +266,8 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
   const bulksA: string[] = [];
   /** A's endpoints for the keyed rotate-secret and test requests (a distinct endpoint is a distinct request) */
   const endpointsA: string[] = [];
+  /** deliveries of A's endpoint idA for the keyed retry requests (a distinct delivery is a distinct request) */
+  const deliveriesA: string[] = [];
   let bulkB = '';
 
   const inject = (o: InjectOptions) => checkedInject(t.app, t.db.pool, o);
@@ -319,6 +321,7 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
     };
     for (let i = 0; i < 8; i++) endpointsA.push(await createEndpoint(EXAMPLE.key));
     deliveryA = await test(idA, EXAMPLE.key);
+    for (let i = 0; i < 8; i++) deliveriesA.push(await test(idA, EXAMPLE.key));
     deliveryB = await test(idB, SECOND.key);
     // enough of A's bulks that the cancel's valid requests mostly reach a stored answer (an unknown id is a 404, not kept)
     for (let i = 0; i < A_BULKS; i++) {
@@ -599,6 +602,24 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
           raw: fc.option(fc.oneof(fc.constantFrom('', '{}', '{', 'null'), jsonValueText), { nil: undefined }),
         }).map(({ id, raw }) => ({ url: `${BASE}${/^[01]$/.test(id) ? endpointsA[Number(id)] : id}/${action}/`, raw })),
       })),
+      {
+        name: 'POST /api/v1/webhook-endpoints/{id}/deliveries/{delivery_id}/retry/',
+        // n picks one of A's deliveries (queued again: 202, kept) or an unknown one (404, not kept); B's own delivery for B
+        valid: (n, c) => ({
+          url: c === EXAMPLE.companyId
+            ? `${BASE}${idA}/deliveries/${n < deliveriesA.length ? deliveriesA[n] : `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`}/retry/`
+            : `${BASE}${idB}/deliveries/${deliveryB}/retry/`,
+        }),
+        equivalent: (r) => r,
+        bodyRefusals: [], // no body, and an id that is not a delivery of the endpoint is a 404
+        junk: fc.record({
+          endpoint: fc.oneof(fc.constantFrom('A', 'A', 'B'), nastyString.map((x) => enc(x.slice(0, 300)))),
+          delivery: fc.oneof(fc.constantFrom('0', '1', 'B'), nastyString.map((x) => enc(x.slice(0, 300)))),
+          raw: fc.option(fc.oneof(fc.constantFrom('', '{}', '{', 'null'), jsonValueText), { nil: undefined }),
+        }).map(({ endpoint, delivery, raw }) => ({
+          url: `${BASE}${endpoint === 'A' ? idA : endpoint === 'B' ? idB : endpoint}/deliveries/${delivery === 'B' ? deliveryB : /^[01]$/.test(delivery) ? deliveriesA[Number(delivery)] : delivery}/retry/`, raw,
+        })),
+      },
     ];
 
     /** mostly a company key and JSON, so that most requests get as far as the key's checks */

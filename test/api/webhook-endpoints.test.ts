@@ -312,7 +312,7 @@ describe('webhook endpoints API', () => {
       BASE, `${BASE}{id}/`, `${BASE}{id}/deliveries/`, `${BASE}{id}/deliveries/{delivery_id}/retry/`, `${BASE}{id}/recover/`, `${BASE}{id}/rotate-secret/`, `${BASE}{id}/test/`,
     ]);
     const pageParams = doc.paths[`${BASE}{id}/deliveries/`].get.parameters.filter((p: { in: string }) => p.in === 'query');
-    expect(pageParams.map((p: { name: string; required?: boolean }) => [p.name, p.required ?? false])).toEqual([['page', false], ['page_size', false], ['before', false]]);
+    expect(pageParams.map((p: { name: string; required?: boolean }) => [p.name, p.required ?? false])).toEqual([['page', false], ['page_size', false], ['before', false], ['after', false]]);
     expect(pageParams.find((p: { name: string }) => p.name === 'before').schema).toMatchObject({ type: 'string', pattern: '^[1-9][0-9]{0,15}$' });
   });
 });

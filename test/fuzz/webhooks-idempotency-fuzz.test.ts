@@ -418,12 +418,13 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
     );
     // paging: random and adversarial, plus the extremes (page × page_size past 2^53 or int8, huge sizes, hex, exponents)
     const pagingQuery = fc.oneof(
-      { weight: 3, arbitrary: queryString(['page', 'page_size', 'before']) },
+      { weight: 3, arbitrary: queryString(['page', 'page_size', 'before', 'after']) },
       { weight: 1, arbitrary: fc.tuple(
         fc.constantFrom('1', '2', '0', '-1', '9007199254740991', '9007199254740992', '92233720368547758', '2147483648', '1e3', '1e21', '0x10', '0b1', '1.0', '1.5', ' 1', '1%00', '', 'NaN', 'Infinity'),
         fc.constantFrom('1', '20', '100', '101', '100000', '0', '-5', '9007199254740991', '1e2', '1e309', '0x64', ''),
         fc.option(fc.constantFrom('1', '2', '0', '-1', '9007199254740991', '9007199254740992', '9223372036854775807', '1e3', '0x10', '1.0', ' 1', '01', '%00', '', 'NaN'), { freq: 2 }),
-      ).map(([page, size, before]) => `page=${page}&page_size=${size}${before === null ? '' : `&before=${before}`}`) },
+        fc.constantFrom('before', 'after'),
+      ).map(([page, size, id, name]) => `page=${page}&page_size=${size}${id === null ? '' : `&${name}=${id}`}`) },
     );
     const patchBody = fc.oneof(
       fc.record({ url: fc.constantFrom('https://hooks.example.com/p', 'https://10.0.0.1/', 'http://hooks.example.com/'), event_types: fc.subarray(CATALOGUE, { minLength: 1 }), description: fc.option(fc.string({ maxLength: 20 })), enabled: fc.boolean() }, { requiredKeys: [] })

@@ -38,7 +38,7 @@ describe('webhook attempts page', () => {
     return rows.filter((r) => r.kept !== r.counted);
   };
 
-  it('follows next with before: every attempt once, newest first, while new attempts arrive; previous goes back by page', async () => {
+  it('follows next with before and previous with after: every attempt once, newest first, the same pages back, while new attempts arrive', async () => {
     const ep = await register('/paged');
     await attempt(ep.id, 25, 'paged');
     const first = await get(`${BASE}${ep.id}/deliveries/?page_size=10`);
@@ -53,25 +53,47 @@ describe('webhook attempts page', () => {
     const second = await get(first.body.next!);
     expect(second.body.count).toBe(30);
     expect(second.body.results.map((r) => r.webhook_id)).toEqual(Array.from({ length: 10 }, (_, i) => `msg_paged${14 - i}`));
-    expect(rel(second.body.previous)).toBe(`${BASE}${ep.id}/deliveries/?page_size=10`);
+    expect(rel(second.body.previous)).toBe(`${BASE}${ep.id}/deliveries/?page_size=10&after=${second.body.results[0].id}`);
     const third = await get(second.body.next!);
     expect(third.body.results.map((r) => r.webhook_id)).toEqual(['msg_paged4', 'msg_paged3', 'msg_paged2', 'msg_paged1', 'msg_paged0']);
     expect(third.body.next).toBeNull();
-    expect(rel(third.body.previous)).toBe(`${BASE}${ep.id}/deliveries/?page_size=10&page=2`);
+    expect(rel(third.body.previous)).toBe(`${BASE}${ep.id}/deliveries/?page_size=10&page=2&after=${third.body.results[0].id}`);
     const seen = [...first.body.results, ...second.body.results, ...third.body.results].map((r) => r.webhook_id);
     expect(new Set(seen).size).toBe(25);
+
+    // back with previous (after): the same pages, not shifted by the 5 that arrived; then those 5, and no further
+    const backToSecond = await get(third.body.previous!);
+    expect(backToSecond.body).toEqual(second.body);
+    const backToFirst = await get(second.body.previous!);
+    expect(backToFirst.body.results).toEqual(first.body.results);
+    expect(rel(backToFirst.body.next)).toBe(`${BASE}${ep.id}/deliveries/?page_size=10&page=2&before=${ids[9]}`);
+    const newest = await get(backToFirst.body.previous!);
+    expect(newest.body.results.map((r) => r.webhook_id)).toEqual(['msg_newer4', 'msg_newer3', 'msg_newer2', 'msg_newer1', 'msg_newer0']);
+    expect(newest.body.previous).toBeNull();
+    expect((await get(newest.body.next!)).body.results).toEqual(first.body.results);
+    const pastTheNewest = await get(`${BASE}${ep.id}/deliveries/?page_size=10&after=${newest.body.results[0].id}`);
+    expect(pastTheNewest.body.results).toEqual([]);
+    expect(pastTheNewest.body.previous).toBeNull();
+    expect((await get(pastTheNewest.body.next!)).body.results.map((r) => r.webhook_id)).toEqual([...newest.body.results, ...first.body.results.slice(0, 5)].map((r) => r.webhook_id));
 
     // by page number, as before: the newest 10 now include the 5 that arrived
     const byPage = await get(`${BASE}${ep.id}/deliveries/?page_size=10&page=3`);
     expect(byPage.body.results.map((r) => r.webhook_id)).toEqual(Array.from({ length: 10 }, (_, i) => `msg_paged${9 - i}`));
   });
 
-  it('refuses a before that is not an attempt id, in the error shape, and counts only this endpoint', async () => {
+  it('refuses a before or after that is not an attempt id, and both at once, in the error shape, and counts only this endpoint', async () => {
     const ep = await register('/bad-before');
     for (const before of ['abc', '0', '-3', '1.5', '99999999999999999999']) {
       const res = await get(`${BASE}${ep.id}/deliveries/?before=${before}`);
       expect([res.status, res.body]).toEqual([400, { error: 'before: must be an attempt id (a positive integer)' }]);
     }
+    for (const after of ['abc', '0', '1e3']) {
+      const res = await get(`${BASE}${ep.id}/deliveries/?after=${after}`);
+      expect([res.status, res.body]).toEqual([400, { error: 'after: must be an attempt id (a positive integer)' }]);
+    }
+    const both = await get(`${BASE}${ep.id}/deliveries/?before=9&after=3`);
+    expect([both.status, both.body]).toEqual([400, { error: 'after: before and after cannot be used together' }]);
+    expect((await get(`${BASE}${ep.id}/deliveries/?after=1`)).body).toEqual({ count: 0, next: null, previous: null, results: [] });
     const empty = await get(`${BASE}${ep.id}/deliveries/?before=1`);
     expect(empty.body).toEqual({ count: 0, next: null, previous: null, results: [] });
   });

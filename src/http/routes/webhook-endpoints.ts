@@ -50,9 +50,12 @@ const pageQuery = z.object({
 });
 
 const ATTEMPT_ID = 'must be an attempt id (a positive integer)';
+const attemptId = (what: string) => z.string().regex(/^[1-9][0-9]{0,15}$/, ATTEMPT_ID).transform(Number).refine(Number.isSafeInteger, ATTEMPT_ID).optional()
+  .describe(`only attempts ${what === 'before' ? 'older' : 'newer'} than this attempt id`);
 const attemptsPageQuery = pageQuery.extend({
-  before: z.string().regex(/^[1-9][0-9]{0,15}$/, ATTEMPT_ID).transform(Number).refine(Number.isSafeInteger, ATTEMPT_ID).optional(),
-});
+  before: attemptId('before'),
+  after: attemptId('after'),
+}).refine((q) => q.before === undefined || q.after === undefined, { message: 'before and after cannot be used together', path: ['after'] });
 
 const endpointSchema = z.object({
   id: z.string(), url: z.string(), event_types: z.array(z.string()), description: z.string().nullable(), enabled: z.boolean(),
@@ -157,21 +160,24 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.get(`${BASE}:id/deliveries/`, {
     config: plain,
     schema: {
-      tags, summary: 'Delivery attempts, newest first (paged; `next` continues after the page\'s last attempt with `before`)', params: idParams, querystring: attemptsPageQuery,
+      tags, summary: 'Delivery attempts, newest first (paged; `next` continues after the page\'s last attempt with `before`, `previous` before its first with `after`)', params: idParams, querystring: attemptsPageQuery,
       response: { 200: z.object({ count: z.number().int(), next: z.string().nullable(), previous: z.string().nullable(), results: z.array(attemptSchema) }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
     },
     preHandler: auth,
   }, async (request) => {
     await endpointOf(request, request.params.id);
-    const { page, page_size, before } = request.query;
+    const { page, page_size, before, after } = request.query;
     const limit = Math.min(page_size, MAX_PAGE_SIZE);
-    const { count, hasMore, rows } = await listDeliveryAttempts(services.pool, request.params.id, { limit, offset: (page - 1) * limit, before });
-    // next: keyset from this page's last attempt (as cheap at any depth, and no repeats while new attempts arrive)
+    const { count, olderFollow, newerFollow, rows } = await listDeliveryAttempts(services.pool, request.params.id, { limit, offset: (page - 1) * limit, before, after });
+    // keyset both ways, from this page's last and first attempts (as cheap at any depth, and no repeats or gaps while
+    // new attempts arrive); a page past the end goes back by page number
+    const first = rows[0];
     const last = rows[rows.length - 1];
+    const newer = newerFollow ?? page > 1;
     return {
       count,
-      next: hasMore && last ? linkWith(request, { page: String(page + 1), before: String(last.attemptId) }) : null,
-      previous: page > 1 ? linkWith(request, { page: pageParam(page - 1), before: null }) : null,
+      next: olderFollow && (last || after) ? linkWith(request, { page: String(page + 1), before: String(last ? last.attemptId : after! + 1), after: null }) : null,
+      previous: !newer ? null : linkWith(request, { page: pageParam(Math.max(1, page - 1)), before: null, after: first ? String(first.attemptId) : null }),
       results: rows.map((a) => ({
         id: a.attemptId, delivery_id: a.deliveryId, webhook_id: a.webhookId, event_type: a.eventType, attempted_at: a.attemptedAt.toISOString(),
         status_code: a.statusCode, latency_ms: a.latencyMs, error: a.error, next_retry_at: a.nextRetryAt?.toISOString() ?? null, delivery_status: a.deliveryStatus,

@@ -245,38 +245,52 @@ export interface DeliveryAttemptView {
 
 /**
  * A page of an endpoint's attempts, newest first: those before attempt `before` (keyset: as deep as needed at the
- * cost of one page, and stable while new attempts arrive), else after skipping `offset`; `hasMore` when older ones
- * follow. The offset is taken over the attempt ids alone (the log's endpoint index), and only the page's rows are
- * read and joined. `count` is every attempt of the endpoint, kept by the log's triggers (migration 0009), not counted.
+ * cost of one page, and stable while new attempts arrive), or the `limit` just after attempt `after` (the keyset way
+ * back), else after skipping `offset`. `olderFollow`: older attempts follow the page; `newerFollow` (only known with
+ * `after`): newer ones precede it. The offset is taken over the attempt ids alone (the log's endpoint index), and
+ * only the page's rows are read and joined. `count` is every attempt of the endpoint, kept by the log's triggers
+ * (migration 0009), not counted.
  */
 export async function listDeliveryAttempts(
   db: Db,
   endpointId: string,
-  page: { limit: number; offset: number; before?: number },
-): Promise<{ count: number; hasMore: boolean; rows: DeliveryAttemptView[] }> {
+  page: { limit: number; offset: number; before?: number; after?: number },
+): Promise<{ count: number; olderFollow: boolean; newerFollow?: boolean; rows: DeliveryAttemptView[] }> {
   const count = await db.query<{ n: string }>('SELECT attempts AS n FROM webhooks.attempt_counts WHERE endpoint_id = $1', [endpointId]);
-  const { rows } = await db.query({
-    name: 'webhooks_list_attempts',
-    text: `WITH page AS (SELECT attempt_id FROM webhooks.attempts
-                       WHERE endpoint_id = $1 AND ($4::bigint IS NULL OR attempt_id < $4)
-                       ORDER BY attempt_id DESC LIMIT $2 OFFSET $3)
-           SELECT (SELECT count(*) FROM page)::int AS in_page, a.attempt_id, a.delivery_id, d.webhook_id, d.event_type, a.attempted_at,
-                  a.status_code, a.latency_ms, a.error, a.next_retry_at, d.status
-             FROM page
-             JOIN webhooks.attempts a ON a.attempt_id = page.attempt_id
-             JOIN webhooks.deliveries d ON d.delivery_id = a.delivery_id
-            ORDER BY a.attempt_id DESC`,
-    values: [endpointId, page.limit + 1, page.before === undefined ? page.offset : 0, page.before ?? null],
+  const joined = `SELECT (SELECT count(*) FROM page)::int AS in_page, a.attempt_id, a.delivery_id, d.webhook_id, d.event_type, a.attempted_at,
+                         a.status_code, a.latency_ms, a.error, a.next_retry_at, d.status
+                    FROM page
+                    JOIN webhooks.attempts a ON a.attempt_id = page.attempt_id
+                    JOIN webhooks.deliveries d ON d.delivery_id = a.delivery_id
+                   ORDER BY a.attempt_id DESC`;
+  const view = (r: Record<string, any>): DeliveryAttemptView => ({
+    attemptId: Number(r.attempt_id), deliveryId: r.delivery_id, webhookId: r.webhook_id, eventType: r.event_type, attemptedAt: r.attempted_at,
+    statusCode: r.status_code, latencyMs: r.latency_ms, error: r.error, nextRetryAt: r.next_retry_at, deliveryStatus: r.status,
   });
-  return {
-    count: Number(count.rows[0]?.n ?? 0),
+  const total = Number(count.rows[0]?.n ?? 0);
+  if (page.after === undefined) {
+    const { rows } = await db.query({
+      name: 'webhooks_list_attempts',
+      text: `WITH page AS (SELECT attempt_id FROM webhooks.attempts
+                         WHERE endpoint_id = $1 AND ($4::bigint IS NULL OR attempt_id < $4)
+                         ORDER BY attempt_id DESC LIMIT $2 OFFSET $3)
+             ${joined}`,
+      values: [endpointId, page.limit + 1, page.before === undefined ? page.offset : 0, page.before ?? null],
+    });
     // from the page of ids: an attempt whose delivery the retention purge already deleted has no row here
-    hasMore: (rows[0]?.in_page ?? 0) > page.limit,
-    rows: rows.slice(0, page.limit).map((r) => ({
-      attemptId: Number(r.attempt_id), deliveryId: r.delivery_id, webhookId: r.webhook_id, eventType: r.event_type, attemptedAt: r.attempted_at,
-      statusCode: r.status_code, latencyMs: r.latency_ms, error: r.error, nextRetryAt: r.next_retry_at, deliveryStatus: r.status,
-    })),
-  };
+    return { count: total, olderFollow: (rows[0]?.in_page ?? 0) > page.limit, rows: rows.slice(0, page.limit).map(view) };
+  }
+  const { rows } = await db.query({
+    name: 'webhooks_list_attempts_after',
+    text: `WITH page AS (SELECT attempt_id FROM webhooks.attempts WHERE endpoint_id = $1 AND attempt_id > $3 ORDER BY attempt_id LIMIT $2) ${joined}`,
+    values: [endpointId, page.limit, page.after],
+  });
+  const { rows: [around] } = await db.query<{ older: boolean; newer: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM webhooks.attempts WHERE endpoint_id = $1 AND attempt_id <= $2) AS older,
+            EXISTS (SELECT 1 FROM webhooks.attempts WHERE endpoint_id = $1 AND attempt_id > $3) AS newer`,
+    [endpointId, page.after, rows[0]?.attempt_id ?? page.after],
+  );
+  return { count: total, olderFollow: around.older, newerFollow: around.newer, rows: rows.map(view) };
 }
 
 /**

@@ -1,8 +1,9 @@
 // The webhook log's retention (docs/webhooks.md, "Retention"): every 10 minutes, attempts logged and deliveries
 // finished (succeeded, failed or dropped) more than WEBHOOKS_RETENTION_DAYS ago are deleted, in batches, so the
 // outbox and its attempt log stay bounded however many events a company sends. Pending deliveries are never
-// deleted. Any process may run it: a session advisory lock lets one purge run at a time.
-import { purgeWebhookLog } from '../projections/webhooks/deliveries';
+// deleted; then the attempt counts left at 0 (a deleted endpoint's). Any process may run it: a session advisory lock
+// lets one purge run at a time.
+import { forgetEmptyAttemptCounts, purgeWebhookLog } from '../projections/webhooks/deliveries';
 import type { Services } from '../services';
 import { withSessionLock } from '../shared/tx';
 import { startCronJob } from './cron-job';
@@ -42,8 +43,10 @@ export async function purgeExpiredWebhookLog(
       total.deliveries += batch.deliveries;
       services.metrics.webhookLogPurged.labels('attempts').inc(batch.attempts);
       services.metrics.webhookLogPurged.labels('deliveries').inc(batch.deliveries);
-      if ((batch.attempts < batchSize && batch.deliveries < batchSize) || stopping()) return total;
+      if ((batch.attempts < batchSize && batch.deliveries < batchSize) || stopping()) break;
     }
+    await forgetEmptyAttemptCounts(services.pool);
+    return total;
   });
   return purged ? { skipped: false, ...purged } : { skipped: true, attempts: 0, deliveries: 0 };
 }

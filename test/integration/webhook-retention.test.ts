@@ -92,6 +92,27 @@ describe('webhook log retention', () => {
     expect(await deliveriesOf(endpoint.id)).toEqual([]);
   });
 
+  it("forgets a deleted endpoint's attempt count once its attempts are purged; a live endpoint's count stays right", async () => {
+    const gone = await register('/retention-count-gone');
+    const live = await register('/retention-count-live');
+    await queue(gone.id, 2, 'cgone');
+    await deliver(gone.id, 2, () => 204);
+    await queue(live.id, 2, 'clive');
+    await deliver(live.id, 2, () => 204);
+    expect((await t.app.inject({ method: 'DELETE', url: `/api/v1/webhook-endpoints/${gone.id}/`, headers: { 'x-api-key': SHOP.key } })).statusCode).toBe(204);
+    const counted = async () => Object.fromEntries((await t.db.pool.query<{ endpoint_id: string; attempts: string }>(
+      'SELECT endpoint_id, attempts FROM webhooks.attempt_counts WHERE endpoint_id = ANY($1)', [[gone.id, live.id]])).rows.map((r) => [r.endpoint_id, Number(r.attempts)]));
+    expect(await counted()).toEqual({ [gone.id]: 2, [live.id]: 2 });
+    await age(['msg_cgone0', 'msg_cgone1', 'msg_clive0', 'msg_clive1'], 31);
+    await purgeExpiredWebhookLog(t.services);
+    expect(await counted()).toEqual({}); // both at 0: the rows go (a missing row reads as 0)
+    expect(await page(live.id)).toEqual({ count: 0, webhookIds: [] });
+    await queue(live.id, 1, 'clive-again');
+    await deliver(live.id, 1, () => 204);
+    expect(await counted()).toEqual({ [live.id]: 1 });
+    expect(await page(live.id)).toEqual({ count: 1, webhookIds: ['msg_clive-again0'] });
+  });
+
   it('purges on its schedule (every second here) and stops', async () => {
     const endpoint = await register('/retention-scheduled');
     await queue(endpoint.id, 2, 'scheduled');

@@ -207,6 +207,19 @@ export async function releaseDeliveries(db: Db, deliveryIds: readonly string[], 
 }
 
 /**
+ * Forgets the attempt counts at 0 (every attempt of the endpoint purged: a deleted endpoint's row would stay
+ * forever); a missing row reads as 0 and the log's triggers insert it again. Rows another transaction holds are left
+ * for the next run, so this never waits on (or deadlocks with) a record counting attempts.
+ */
+export async function forgetEmptyAttemptCounts(db: Db): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM webhooks.attempt_counts
+      WHERE endpoint_id IN (SELECT endpoint_id FROM webhooks.attempt_counts WHERE attempts = 0 FOR UPDATE SKIP LOCKED)`,
+  );
+  return rowCount ?? 0;
+}
+
+/**
  * One batch of the retention purge (src/workers/webhook-retention.ts): up to `limit` of the oldest attempts, those
  * logged before `before`, and up to `limit` deliveries finished before it (never a pending one). The attempts are
  * taken oldest first by id and then filtered (the filter inside the limited subquery: outside it, the planner reads

@@ -3,7 +3,7 @@ import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/we
 import { type AttemptRecord, type ClaimedDelivery, recordAttempts, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import type { SendingEndpoint } from '../projections/webhooks/queries';
 import type { Services } from '../services';
-import { FAILING_DISABLE_AFTER_MS, nextRetryDelay } from './webhook-schedule';
+import { FAILING_DISABLE_AFTER_MS, retryDelayAfterFailure } from './webhook-schedule';
 
 // The sender's answers, recorded (docs/webhooks.md, "Delivery"): a batch at a time, one batch after another, at once
 // when nothing else is in flight or a batch has gathered, else after RECORD_LINGER_MS. Each batch is one statement:
@@ -60,7 +60,7 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
       services.metrics.webhookAttemptDuration.labels(outcome).observe(res.latencyMs / 1000);
       const attempts = d.attempts + 1;
       const gone = res.statusCode === 410;
-      const delay = ok || gone ? undefined : nextRetryDelay(options.schedule, attempts, options.random);
+      const delay = ok || gone ? undefined : retryDelayAfterFailure(options.schedule, attempts, res.retryAfter, after, options.random);
       const nextAt = delay === undefined ? null : new Date(after.getTime() + delay);
       if (gone && !disable.some((x) => x.endpoint.endpointId === ep.endpointId)) disable.push({ endpoint: ep, reason: 'gone' });
       return {

@@ -10,5 +10,28 @@ export function nextRetryDelay(schedule: readonly number[], failedAttempts: numb
   return base === undefined ? undefined : Math.round(base * (0.8 + 0.4 * random()));
 }
 
+/** The longest wait a failed answer's `Retry-After` may ask for: beyond it the schedule's own wait applies. */
+export const MAX_RETRY_AFTER_MS = 1 * H;
+
+/**
+ * The wait a `Retry-After` header asks for (RFC 9110: delay-seconds or an HTTP-date), at most MAX_RETRY_AFTER_MS;
+ * undefined when it is not one of those.
+ */
+export function retryAfterDelay(value: string, now: Date): number | undefined {
+  const v = value.trim();
+  const ms = /^[0-9]+$/.test(v) ? Number(v) * S : /[a-z]/i.test(v) ? Date.parse(v) - now.getTime() : NaN;
+  return Number.isNaN(ms) ? undefined : Math.min(MAX_RETRY_AFTER_MS, Math.max(0, ms));
+}
+
+/**
+ * The wait before the next attempt after a failed one: the schedule's (undefined once exhausted), or longer when the
+ * answer's `Retry-After` asks for more (Standard Webhooks, "Delivery success and failure").
+ */
+export function retryDelayAfterFailure(schedule: readonly number[], failedAttempts: number, retryAfter: string | null, now: Date, random?: () => number): number | undefined {
+  const delay = nextRetryDelay(schedule, failedAttempts, random);
+  const asked = delay === undefined || retryAfter === null ? undefined : retryAfterDelay(retryAfter, now);
+  return asked === undefined ? delay : Math.max(delay!, asked);
+}
+
 /** An endpoint whose attempts have all failed for this long is disabled. */
 export const FAILING_DISABLE_AFTER_MS = 5 * 24 * H;

@@ -259,6 +259,35 @@ describe('webhook sender', () => {
     }
   });
 
+  it("a failed answer's Retry-After (seconds or an HTTP-date) sets the next attempt when it asks for more than the schedule, up to 1 h", async () => {
+    const clock = Date.parse('2026-03-01T10:00:00.000Z');
+    const services = { ...t.services, now: () => new Date(clock) };
+    const retryAfter: Record<string, string | undefined> = {
+      '/ra-seconds': '120', '/ra-date': new Date(clock + 10 * 60_000).toUTCString(), '/ra-short': '1', '/ra-huge': '999999',
+      '/ra-past': new Date(clock - 60_000).toUTCString(), '/ra-garbage': 'soon', '/ra-none': undefined,
+    };
+    const endpoints = await Promise.all(Object.keys(retryAfter).map(async (path) => ({ path, ep: await register(path) })));
+    receiver.respond((r) => {
+      const value = retryAfter[r.path];
+      return value === undefined ? 503 : { status: r.path === '/ra-date' ? 429 : 503, headers: { 'Retry-After': value } };
+    });
+    const sender = startWebhookSender(services, { pollMs: 10, random: () => 0.5 }); // the schedule's first wait: 5 s exactly
+    const nextRetryOf = async (endpointId: string) => (await t.db.pool.query<{ next_retry_at: Date | null }>(
+      'SELECT next_retry_at FROM webhooks.attempts WHERE endpoint_id = $1', [endpointId])).rows[0]?.next_retry_at;
+    try {
+      for (const { ep } of endpoints) await queue(ep.id, 1, `ra-${ep.id.slice(0, 8)}`, new Date(clock));
+      const waits = await waitUntil(async () => {
+        const next = await Promise.all(endpoints.map(async ({ path, ep }) => [path, await nextRetryOf(ep.id)] as const));
+        return next.every(([, at]) => at) && Object.fromEntries(next.map(([path, at]) => [path, (at!.getTime() - clock) / 1000]));
+      }, 10_000, 'one failed attempt per endpoint');
+      expect(waits).toEqual({
+        '/ra-seconds': 120, '/ra-date': 600, '/ra-short': 5, '/ra-huge': 3600, '/ra-past': 5, '/ra-garbage': 5, '/ra-none': 5,
+      });
+    } finally {
+      await sender.stop();
+    }
+  });
+
   it('a claim does not revisit delivered deliveries: their dead entries in the due index are skipped', async () => {
     const ep = await register('/many');
     receiver.respond(() => 204);
@@ -301,6 +330,10 @@ describe('webhook sender', () => {
     beforeAll(async () => {
       server = createServer((req, res) => {
         if (req.url === '/slow') return; // never answers
+        if (req.url === '/busy' || req.url === '/fine-after') {
+          res.writeHead(req.url === '/busy' ? 503 : 200, { 'Retry-After': '120' });
+          return void res.end();
+        }
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.end('x'.repeat(1024 * 1024));
       });
@@ -320,14 +353,23 @@ describe('webhook sender', () => {
       const client = new WebhookHttpClient({ timeoutMs: 300, maxBodyBytes: 1024, allowPrivate: true });
       const res = await client.post({ url: `http://127.0.0.1:${port}/slow`, headers: {}, body: '{}' });
       client.close();
-      expect(res).toEqual({ statusCode: null, failure: 'timeout', error: 'timed out after 300 ms', body: '', latencyMs: expect.any(Number) });
+      expect(res).toEqual({ statusCode: null, failure: 'timeout', error: 'timed out after 300 ms', body: '', retryAfter: null, latencyMs: expect.any(Number) });
     });
 
     it('reads the response body up to the cap only', async () => {
       const client = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: true });
       const res = await client.post({ url: `http://127.0.0.1:${port}/big`, headers: {}, body: '{}' });
       client.close();
-      expect(res).toEqual({ statusCode: 200, failure: null, error: null, body: 'x'.repeat(1000), latencyMs: expect.any(Number) });
+      expect(res).toEqual({ statusCode: 200, failure: null, error: null, body: 'x'.repeat(1000), retryAfter: null, latencyMs: expect.any(Number) });
+    });
+
+    it("keeps a failed answer's Retry-After as sent (a 2xx's is not read)", async () => {
+      const client = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: true });
+      const busy = await client.post({ url: `http://127.0.0.1:${port}/busy`, headers: {}, body: '{}' });
+      const fine = await client.post({ url: `http://127.0.0.1:${port}/fine-after`, headers: {}, body: '{}' });
+      client.close();
+      expect(busy).toMatchObject({ statusCode: 503, retryAfter: '120' });
+      expect(fine).toMatchObject({ statusCode: 200, retryAfter: null });
     });
 
     it('a connection that fails: no status, failure connection_error', async () => {

@@ -11,6 +11,9 @@ export interface Received {
   body: string;
 }
 
+/** A status, or a status with headers (a promise holds the answer back). */
+export type ReceiverAnswer = number | { status: number; headers: Record<string, string> };
+
 /**
  * A real HTTP receiver on 127.0.0.1: answers with `respond` (default 204; a promise holds the answer back) and
  * records each request it answers 2xx, when it answers.
@@ -18,20 +21,21 @@ export interface Received {
 export async function startReceiver(): Promise<{
   url: (path?: string) => string;
   received: Received[];
-  respond: (statusFor: (r: Received) => number | Promise<number>) => void;
+  respond: (statusFor: (r: Received) => ReceiverAnswer | Promise<ReceiverAnswer>) => void;
   close: () => Promise<void>;
   server: Server;
 }> {
   const received: Received[] = [];
-  let statusFor: (r: Received) => number | Promise<number> = () => 204;
+  let statusFor: (r: Received) => ReceiverAnswer | Promise<ReceiverAnswer> = () => 204;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', async () => {
       const r = { path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
-      const status = await statusFor(r);
+      const answer = await statusFor(r);
+      const status = typeof answer === 'number' ? answer : answer.status;
       if (status >= 200 && status < 300) received.push(r);
-      res.statusCode = status;
+      res.writeHead(status, typeof answer === 'number' ? {} : answer.headers);
       res.end(status >= 300 ? 'nope' : '');
     });
   });

@@ -1,6 +1,6 @@
 import { webhookEndpointDecider, type Command } from '../../src/commands/webhook-endpoint/decider';
 import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
-import { nextRetryDelay, RETRY_SCHEDULE_MS } from '../../src/workers/webhook-schedule';
+import { MAX_RETRY_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS, retryAfterDelay, retryDelayAfterFailure } from '../../src/workers/webhook-schedule';
 import type { WebhookEndpointEvent } from '../../src/events/webhooks';
 import { spec } from '../support/decider';
 
@@ -90,5 +90,25 @@ describe('webhook secrets and retry schedule', () => {
     expect(nextRetryDelay(RETRY_SCHEDULE_MS, 2, () => 0.5)).toBe(30_000);
     expect(nextRetryDelay(RETRY_SCHEDULE_MS, RETRY_SCHEDULE_MS.length, () => 0.5)).toBe(12 * 3_600_000);
     expect(nextRetryDelay(RETRY_SCHEDULE_MS, RETRY_SCHEDULE_MS.length + 1)).toBeUndefined();
+  });
+
+  it("reads Retry-After as delay-seconds or an HTTP-date (RFC 9110), 0 at least and 1 h at most; anything else is ignored", () => {
+    const now = new Date('2026-03-01T10:00:00.000Z');
+    expect(retryAfterDelay('120', now)).toBe(120_000);
+    expect(retryAfterDelay(' 0 ', now)).toBe(0);
+    expect(retryAfterDelay('Sun, 01 Mar 2026 10:10:00 GMT', now)).toBe(600_000);
+    expect(retryAfterDelay('Sun, 01 Mar 2026 09:00:00 GMT', now)).toBe(0);
+    expect(retryAfterDelay('99999999', now)).toBe(MAX_RETRY_AFTER_MS);
+    for (const junk of ['', 'soon', '-5', '1.5', '1e3', '0x10']) expect(retryAfterDelay(junk, now)).toBeUndefined();
+  });
+
+  it("waits the longer of the schedule's wait and the answer's Retry-After; never past the schedule's end", () => {
+    const now = new Date('2026-03-01T10:00:00.000Z');
+    const half = () => 0.5;
+    expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, 1, null, now, half)).toBe(5_000);
+    expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, 1, '60', now, half)).toBe(60_000);
+    expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, 2, '1', now, half)).toBe(30_000);
+    expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, 9, '3600', now, half)).toBe(8 * 3_600_000);
+    expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, RETRY_SCHEDULE_MS.length + 1, '60', now, half)).toBeUndefined();
   });
 });

@@ -18,6 +18,8 @@ export interface WebhookResponse {
   error: string | null;
   /** at most maxBodyBytes of the response body */
   body: string;
+  /** a failed answer's `Retry-After` header, as sent (Standard Webhooks: the next attempt takes it into account) */
+  retryAfter: string | null;
 }
 
 /** Whether the endpoint took the event: a 2xx answer. */
@@ -50,12 +52,13 @@ export class WebhookHttpClient {
     const elapsed = () => Number((process.hrtime.bigint() - started) / 1_000_000n);
     const url = new URL(request.url);
     const refusal = this.options.allowPrivate ? null : literalHostRefusal(url);
-    if (refusal) return Promise.resolve({ statusCode: null, failure: 'address_refused', error: refusal, body: '', latencyMs: elapsed() });
+    if (refusal) return Promise.resolve({ statusCode: null, failure: 'address_refused', error: refusal, body: '', retryAfter: null, latencyMs: elapsed() });
     const max = this.options.maxBodyBytes;
     return new Promise((resolve) => {
       let settled = false;
       let abort: ((reason?: Error) => void) | undefined;
       let statusCode = 0;
+      let retryAfter: string | null = null;
       const chunks: Buffer[] = [];
       let size = 0;
       const finish = (r: Omit<WebhookResponse, 'latencyMs'>) => {
@@ -64,10 +67,10 @@ export class WebhookHttpClient {
         clearTimeout(timer);
         resolve({ ...r, latencyMs: elapsed() });
       };
-      const answered = () => finish({ statusCode, failure: null, error: null, body: Buffer.concat(chunks).toString('utf8') });
+      const answered = () => finish({ statusCode, failure: null, error: null, body: Buffer.concat(chunks).toString('utf8'), retryAfter });
       const timer = setTimeout(() => {
         const error = `timed out after ${this.options.timeoutMs} ms`;
-        finish({ statusCode: null, failure: 'timeout', error, body: '' });
+        finish({ statusCode: null, failure: 'timeout', error, body: '', retryAfter: null });
         abort?.(new Error(error));
       }, this.options.timeoutMs);
       // undici's handler API: no response stream or AbortController per request (the sender posts thousands a second)
@@ -84,8 +87,9 @@ export class WebhookHttpClient {
             abort = abortRequest;
             if (settled) abortRequest(); // timed out while connecting
           },
-          onHeaders: (code) => {
+          onHeaders: (code, rawHeaders) => {
             statusCode = code;
+            if (code >= 300) retryAfter = headerOf(rawHeaders, 'retry-after'); // a 2xx's headers are never read
             return true;
           },
           onData: (chunk) => {
@@ -103,6 +107,7 @@ export class WebhookHttpClient {
             failure: err instanceof ForbiddenAddressError ? 'address_refused' : 'connection_error',
             error: err.message || String(err),
             body: '',
+            retryAfter: null,
           }),
         },
       );
@@ -112,4 +117,13 @@ export class WebhookHttpClient {
   close(): void {
     void this.agent.destroy().catch(() => undefined);
   }
+}
+
+/** A header's first value from undici's raw headers (name, value, name, value, ...). */
+function headerOf(raw: Buffer[] | string[] | null, name: string): string | null {
+  if (!raw) return null;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (raw[i].toString('latin1').toLowerCase() === name) return raw[i + 1].toString('latin1');
+  }
+  return null;
 }

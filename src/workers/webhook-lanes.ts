@@ -6,7 +6,8 @@ import type { SendingEndpoint } from '../projections/webhooks/queries';
 // is full: the sender claims and takes no more of its deliveries until it has room, so a slow or timing-out
 // endpoint with a backlog holds its own lane and no other endpoint's. The limit is `perEndpoint` until the endpoint
 // fails: each failed answer (no answer, or not 2xx) halves it, down to 1, and each success doubles it back, so an
-// endpoint that stopped answering soon holds one request (a probe) instead of `perEndpoint` timing out.
+// endpoint that stopped answering soon holds one request (a probe) instead of `perEndpoint` timing out. A failed
+// answer with Retry-After pauses the endpoint: none of its deliveries is started until then.
 
 export interface HeldDelivery {
   delivery: ClaimedDelivery;
@@ -22,7 +23,7 @@ interface Lane {
 
 /** A lane holds at most this many times its limit (in flight and waiting): its last delivery is posted within two timeouts. */
 export const HELD_PER_LIMIT = 3;
-/** endpoints remembered as narrowed at most (the oldest is forgotten first: back at perEndpoint) */
+/** endpoints remembered as narrowed at most (the oldest is forgotten first: back at perEndpoint), and as paused */
 const MAX_NARROWED = 10_000;
 
 export class EndpointLanes {
@@ -31,6 +32,8 @@ export class EndpointLanes {
   private readonly full = new Set<string>();
   /** the endpoints whose limit is below perEndpoint, and their limit */
   private readonly narrowed = new Map<string, number>();
+  /** the endpoints paused by a Retry-After, and until when (epoch ms) */
+  private readonly paused = new Map<string, number>();
   private heldCount = 0;
   private heldByFull = 0;
   private inFlightCount = 0;
@@ -74,6 +77,14 @@ export class EndpointLanes {
     if (lane) this.changeHeld(endpointId, lane, () => {}); // whether it is full follows its limit
   }
 
+  /** No delivery of the endpoint is started before `until` (epoch ms; `now` is the time now); the sender pumps its lane then. */
+  pause(endpointId: string, until: number, now: number): void {
+    if (this.paused.size >= MAX_NARROWED) for (const [id, at] of this.paused) if (at <= now) this.paused.delete(id);
+    if (this.paused.size < MAX_NARROWED) this.paused.set(endpointId, Math.max(until, this.paused.get(endpointId) ?? 0));
+    const lane = this.lanes.get(endpointId);
+    if (lane) this.changeHeld(endpointId, lane, () => {}); // paused, it is full: claims pass it over
+  }
+
   /**
    * How many deliveries a claim may add to each narrowed endpoint that has room, where that is fewer than `claimSize`:
    * up to HELD_PER_LIMIT times its limit held in all. (A claim adds at most `claimSize` to an endpoint that is not
@@ -112,10 +123,16 @@ export class EndpointLanes {
     this.changeHeld(id, lane, () => lane.waiting.push(held));
   }
 
-  /** the endpoint's next delivery to post, counted in flight, if it has a request to spare */
-  startNext(endpointId: string): HeldDelivery | undefined {
+  /** the endpoint's next delivery to post, counted in flight, if it has a request to spare and is not paused at `now` */
+  startNext(endpointId: string, now: number): HeldDelivery | undefined {
     const lane = this.lanes.get(endpointId);
     if (!lane || lane.inFlight >= this.limitOf(endpointId)) return undefined;
+    const pausedUntil = this.paused.get(endpointId);
+    if (pausedUntil !== undefined) {
+      if (now < pausedUntil) return undefined;
+      this.paused.delete(endpointId);
+      this.changeHeld(endpointId, lane, () => {}); // whether it is full follows its limit again
+    }
     const next = lane.waiting.shift();
     if (next) {
       lane.inFlight++;
@@ -150,7 +167,7 @@ export class EndpointLanes {
     const after = lane.inFlight + lane.waiting.length;
     this.heldCount += after - before;
     const wasFull = this.full.has(id);
-    if (after >= this.limitOf(id)) {
+    if (after >= this.limitOf(id) || (after > 0 && this.paused.has(id))) {
       this.full.add(id);
       this.heldByFull += after;
       if (!wasFull) this.onFullChange(1);

@@ -8,7 +8,7 @@ import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder
 import { onDeliveriesQueued } from './webhook-fanout';
 import { EndpointLanes, type HeldDelivery } from './webhook-lanes';
 import { registerIntake } from './webhook-handoff';
-import { RETRY_SCHEDULE_MS } from './webhook-schedule';
+import { RETRY_SCHEDULE_MS, retryAfterDelay } from './webhook-schedule';
 
 // The sender (docs/webhooks.md): claims due deliveries with FOR UPDATE SKIP LOCKED, moving them a lease ahead
 // (workers share them, none is sent twice in the normal case), or takes the fresh ones the fan-out of its process
@@ -49,6 +49,11 @@ export const WEBHOOK_TIMEOUT_MS = 10_000;
 export const WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024;
 /** Requests in flight to one endpoint at most (the HTTP client itself has no cap per origin). */
 export const ENDPOINT_CONCURRENCY = 128;
+/**
+ * The longest an endpoint's failed answer with Retry-After pauses its lane (a probe then; the answered delivery
+ * itself waits what it asked, up to MAX_RETRY_AFTER_MS): within a claim's lease, so a waiting delivery is still posted.
+ */
+export const MAX_ENDPOINT_PAUSE_MS = 30_000;
 /** Full endpoints may hold this many times the budget of the others, in all (memory and sockets stay bounded). */
 const FULL_ENDPOINTS_BUDGET_FACTOR = 4;
 export function startWebhookSender(services: Services, options: SenderOptions = {}): { stop(): Promise<void> } {
@@ -182,10 +187,10 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     return true;
   };
 
-  /** Starts the endpoint's waiting deliveries while it has requests to spare. */
+  /** Starts the endpoint's waiting deliveries while it has requests to spare (and is not paused). */
   const pump = (endpointId: string) => {
     while (running) {
-      const held = lanes.startNext(endpointId);
+      const held = lanes.startNext(endpointId, Date.now());
       if (!held) return;
       services.metrics.webhookRequestsInFlight.inc();
       void post(held);
@@ -208,7 +213,11 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {
-      if (answer) lanes.answered(d.endpoint_id, answeredOk(answer.res)); // its limit, before its lane takes the next
+      if (answer) {
+        const ok = answeredOk(answer.res);
+        lanes.answered(d.endpoint_id, ok); // its limit, before its lane takes the next
+        if (!ok && answer.res.retryAfter !== null) pauseFor(d.endpoint_id, retryAfterDelay(answer.res.retryAfter, answer.sentAt));
+      }
       lanes.finish(d.endpoint_id);
       services.metrics.webhookRequestsInFlight.dec();
       // once the request no longer counts in flight: the recorder records at once when it was the last
@@ -216,6 +225,19 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       pump(d.endpoint_id);
       wake();
     }
+  };
+
+  /** Standard Webhooks: a failed answer's Retry-After throttles the endpoint; its lane starts nothing until then. */
+  const pauses = new Set<NodeJS.Timeout>();
+  const pauseFor = (endpointId: string, ms: number | undefined) => {
+    if (!ms || !running) return;
+    const pause = Math.min(ms, MAX_ENDPOINT_PAUSE_MS);
+    lanes.pause(endpointId, Date.now() + pause, Date.now());
+    const timer = setTimeout(() => {
+      pauses.delete(timer);
+      pump(endpointId);
+    }, pause);
+    pauses.add(timer);
   };
 
   // one filler takes new work: when woken (a hand-off, deliveries queued, an answer that freed room) or every pollMs
@@ -263,6 +285,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   return {
     async stop() {
       running = false;
+      for (const timer of pauses) clearTimeout(timer);
       unsubscribe();
       unregister();
       wake();

@@ -288,6 +288,39 @@ describe('webhook sender', () => {
     }
   });
 
+  it("a failed answer's Retry-After pauses the endpoint (Standard Webhooks: throttle): its next request waits that long; another endpoint is not paused", async () => {
+    const paused = await register('/throttled');
+    const other = await register('/unthrottled');
+    const arrivals: Array<{ path: string; at: number }> = [];
+    let throttledOnce = false;
+    receiver.respond((r) => {
+      arrivals.push({ path: r.path, at: Date.now() });
+      if (r.path === '/throttled' && !throttledOnce) {
+        throttledOnce = true;
+        return { status: 429, headers: { 'Retry-After': '3' } };
+      }
+      return 204;
+    });
+    // one request at a time per endpoint, so the endpoint's second request is the one the pause holds back
+    const sender = startWebhookSender(t.services, { pollMs: 10, endpointConcurrency: 1 });
+    try {
+      await queue(paused.id, 3, 'throttled');
+      await waitUntil(async () => throttledOnce, 10_000, 'the 429');
+      await queue(other.id, 3, 'unthrottled');
+      // the two others after the pause (the 429'd delivery itself is due again after the schedule's 5 s)
+      await waitUntil(async () => arrivals.filter((a) => a.path === '/throttled').length >= 3, 10_000, 'the paused endpoint served again');
+    } finally {
+      await sender.stop();
+    }
+    const throttled = arrivals.filter((a) => a.path === '/throttled');
+    const unthrottled = arrivals.filter((a) => a.path === '/unthrottled');
+    expect(throttled.length).toBeGreaterThanOrEqual(3);
+    // the second request came at least the 3 s the 429 asked for after the first; the other endpoint went meanwhile
+    expect(throttled[1].at - throttled[0].at).toBeGreaterThanOrEqual(3_000 - 5);
+    expect(unthrottled.length).toBe(3);
+    expect(unthrottled.every((a) => a.at < throttled[1].at)).toBe(true);
+  });
+
   it('a claim does not revisit delivered deliveries: their dead entries in the due index are skipped', async () => {
     const ep = await register('/many');
     receiver.respond(() => 204);

@@ -10,7 +10,7 @@
 // `read` applied, every keyed repeat the replay of its first answer, every client webhook event received with a
 // valid signature, projections equal to a fresh rebuild. `GET /metrics` is scraped every 15 s, as Prometheus would
 // (its answers, and the gauges' peaks), and once after the load, where the counters must agree with what the load
-// generator and the receiver saw.
+// generator and the receiver saw. The receiver answers 429 with Retry-After for 2 s of every minute.
 import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -28,6 +28,8 @@ import { benchDatabase, benchServices, emit, exited, log, nextMessage, round, ru
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
 const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 8);
+/** seconds of every minute the client webhook receiver answers 429 with Retry-After: 1 */
+const THROTTLE_S = 2;
 const KEY = 'sbk_soak0000aaaaaaaaaaaaaaaaaaaaaaaaa';
 const NUMBER = '910000000000001';
 const APP_SECRET = 'soak-app-secret';
@@ -149,14 +151,23 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
   const db = { pool: new Pool({ connectionString: databaseUrl, max: 2 }) };
   log(`soak: ${SECONDS} s, ${CONCURRENCY} loops against ${address} (the service in process ${child.pid})`);
 
-  // the client's webhook receiver: every event's webhook-id, and whether each arrival's signature verified
+  // the client's webhook receiver: every event's webhook-id, and whether each arrival's signature verified. For the
+  // first THROTTLE_S of every minute it answers 429 with Retry-After: 1 (a rate-limited client): the sender pauses
+  // the endpoint and retries those deliveries, and none may be lost
   let verifier: Webhook | undefined;
   const webhookIdsReceived = new Map<string, number>();
   let badSignatures = 0;
+  let throttledAnswers = 0;
+  const receiverStarted = Date.now();
   const receiver = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
+      if (((Date.now() - receiverStarted) / 1000) % 60 < THROTTLE_S) {
+        throttledAnswers++;
+        res.writeHead(429, { 'retry-after': '1' });
+        return void res.end();
+      }
       const id = String(req.headers['webhook-id']);
       try {
         verifier!.verify(Buffer.concat(chunks).toString('utf8'), req.headers as Record<string, string>);
@@ -345,6 +356,7 @@ async function soak(child: ReturnType<typeof fork>): Promise<void> {
     bench: 'soak', metric: 'client_webhooks_lost', value: missing, unit: 'events', budget: 0, ok: missing === 0 && queued.length > 0,
     queued: queued.length, not_succeeded: queued.filter((d) => d.status !== 'succeeded').length, received: webhookIdsReceived.size,
     received_more_than_once: [...webhookIdsReceived.values()].filter((c) => c > 1).length, by_type: Object.fromEntries(byType.map((r) => [r.event_type, r.n])),
+    throttled_answers: throttledAnswers,
   });
   emit({ bench: 'soak', metric: 'client_webhook_bad_signatures', value: badSignatures, unit: 'requests', budget: 0, ok: badSignatures === 0 });
   // the counters after the load, against what this process saw: every delivery that succeeded had a successful

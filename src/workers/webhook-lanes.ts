@@ -23,7 +23,7 @@ interface Lane {
 
 /** A lane holds at most this many times its limit (in flight and waiting): its last delivery is posted within two timeouts. */
 export const HELD_PER_LIMIT = 3;
-/** endpoints remembered as narrowed at most (the oldest is forgotten first: back at perEndpoint), and as paused */
+/** endpoints remembered as narrowed at most (the oldest is forgotten first: back at perEndpoint) */
 const MAX_NARROWED = 10_000;
 
 export class EndpointLanes {
@@ -32,8 +32,8 @@ export class EndpointLanes {
   private readonly full = new Set<string>();
   /** the endpoints whose limit is below perEndpoint, and their limit */
   private readonly narrowed = new Map<string, number>();
-  /** the endpoints paused by a Retry-After, and until when (epoch ms) */
-  private readonly paused = new Map<string, number>();
+  /** the endpoints paused by a Retry-After (the sender resumes each) */
+  private readonly paused = new Set<string>();
   private heldCount = 0;
   private heldByFull = 0;
   private inFlightCount = 0;
@@ -77,12 +77,17 @@ export class EndpointLanes {
     if (lane) this.changeHeld(endpointId, lane, () => {}); // whether it is full follows its limit
   }
 
-  /** No delivery of the endpoint is started before `until` (epoch ms; `now` is the time now); the sender pumps its lane then. */
-  pause(endpointId: string, until: number, now: number): void {
-    if (this.paused.size >= MAX_NARROWED) for (const [id, at] of this.paused) if (at <= now) this.paused.delete(id);
-    if (this.paused.size < MAX_NARROWED) this.paused.set(endpointId, Math.max(until, this.paused.get(endpointId) ?? 0));
+  /** No delivery of the endpoint is started until it is resumed; paused, it is full (claims pass it over). */
+  pause(endpointId: string): void {
+    this.paused.add(endpointId);
     const lane = this.lanes.get(endpointId);
-    if (lane) this.changeHeld(endpointId, lane, () => {}); // paused, it is full: claims pass it over
+    if (lane) this.changeHeld(endpointId, lane, () => {});
+  }
+
+  resume(endpointId: string): void {
+    if (!this.paused.delete(endpointId)) return;
+    const lane = this.lanes.get(endpointId);
+    if (lane) this.changeHeld(endpointId, lane, () => {}); // whether it is full follows its limit again
   }
 
   /**
@@ -123,16 +128,10 @@ export class EndpointLanes {
     this.changeHeld(id, lane, () => lane.waiting.push(held));
   }
 
-  /** the endpoint's next delivery to post, counted in flight, if it has a request to spare and is not paused at `now` */
-  startNext(endpointId: string, now: number): HeldDelivery | undefined {
+  /** the endpoint's next delivery to post, counted in flight, if it has a request to spare and is not paused */
+  startNext(endpointId: string): HeldDelivery | undefined {
     const lane = this.lanes.get(endpointId);
-    if (!lane || lane.inFlight >= this.limitOf(endpointId)) return undefined;
-    const pausedUntil = this.paused.get(endpointId);
-    if (pausedUntil !== undefined) {
-      if (now < pausedUntil) return undefined;
-      this.paused.delete(endpointId);
-      this.changeHeld(endpointId, lane, () => {}); // whether it is full follows its limit again
-    }
+    if (!lane || lane.inFlight >= this.limitOf(endpointId) || this.paused.has(endpointId)) return undefined;
     const next = lane.waiting.shift();
     if (next) {
       lane.inFlight++;

@@ -190,7 +190,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   /** Starts the endpoint's waiting deliveries while it has requests to spare (and is not paused). */
   const pump = (endpointId: string) => {
     while (running) {
-      const held = lanes.startNext(endpointId, Date.now());
+      const held = lanes.startNext(endpointId);
       if (!held) return;
       services.metrics.webhookRequestsInFlight.inc();
       void post(held);
@@ -227,17 +227,24 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     }
   };
 
-  /** Standard Webhooks: a failed answer's Retry-After throttles the endpoint; its lane starts nothing until then. */
-  const pauses = new Set<NodeJS.Timeout>();
+  /**
+   * Standard Webhooks: a failed answer's Retry-After throttles the endpoint; its lane starts nothing until this
+   * endpoint's one timer resumes it (a later answer asking for longer moves the timer, never earlier).
+   */
+  const pauses = new Map<string, { timer: NodeJS.Timeout; until: number }>();
   const pauseFor = (endpointId: string, ms: number | undefined) => {
     if (!ms || !running) return;
-    const pause = Math.min(ms, MAX_ENDPOINT_PAUSE_MS);
-    lanes.pause(endpointId, Date.now() + pause, Date.now());
+    const until = Date.now() + Math.min(ms, MAX_ENDPOINT_PAUSE_MS);
+    const current = pauses.get(endpointId);
+    if (current && current.until >= until) return;
+    if (current) clearTimeout(current.timer);
+    lanes.pause(endpointId);
     const timer = setTimeout(() => {
-      pauses.delete(timer);
+      pauses.delete(endpointId);
+      lanes.resume(endpointId);
       pump(endpointId);
-    }, pause);
-    pauses.add(timer);
+    }, until - Date.now());
+    pauses.set(endpointId, { timer, until });
   };
 
   // one filler takes new work: when woken (a hand-off, deliveries queued, an answer that freed room) or every pollMs
@@ -285,7 +292,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   return {
     async stop() {
       running = false;
-      for (const timer of pauses) clearTimeout(timer);
+      for (const { timer } of pauses.values()) clearTimeout(timer);
       unsubscribe();
       unregister();
       wake();

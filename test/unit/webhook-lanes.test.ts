@@ -15,28 +15,27 @@ describe('endpoint lanes', () => {
     const lanes = new EndpointLanes(2);
     for (let i = 0; i < 4; i++) lanes.add(held('a', i));
     lanes.add(held('b', 0));
-    expect([lanes.startNext('a', 0), lanes.startNext('a', 0), lanes.startNext('a', 0)].map((h) => h?.delivery.delivery_id)).toEqual(['a-0', 'a-1', undefined]);
-    expect(lanes.startNext('b', 0)?.delivery.delivery_id).toBe('b-0');
+    expect([lanes.startNext('a'), lanes.startNext('a'), lanes.startNext('a')].map((h) => h?.delivery.delivery_id)).toEqual(['a-0', 'a-1', undefined]);
+    expect(lanes.startNext('b')?.delivery.delivery_id).toBe('b-0');
     expect([lanes.held, lanes.inFlight, lanes.heldBy('a')]).toEqual([5, 3, 4]);
     lanes.finish('a');
-    expect(lanes.startNext('a', 0)?.delivery.delivery_id).toBe('a-2');
+    expect(lanes.startNext('a')?.delivery.delivery_id).toBe('a-2');
     expect([lanes.held, lanes.inFlight]).toEqual([4, 3]);
   });
 
-  it('a paused endpoint starts nothing until its pause ends; the others are not paused; a later pause never shortens one', () => {
+  it('a paused endpoint starts nothing until it is resumed, and is full meanwhile; the others are not paused', () => {
     const lanes = new EndpointLanes(4);
     for (let i = 0; i < 3; i++) lanes.add(held('a', i));
     lanes.add(held('b', 0));
     expect(lanes.isFull('a')).toBe(false);
-    lanes.pause('a', 1_000, 0);
-    lanes.pause('a', 500, 0);
-    expect([lanes.startNext('a', 0), lanes.startNext('a', 999)]).toEqual([undefined, undefined]);
+    lanes.pause('a');
+    expect(lanes.startNext('a')).toBeUndefined();
+    expect(lanes.startNext('b')?.delivery.delivery_id).toBe('b-0');
     // paused, it is full: claims pass it over and what it holds counts against the full endpoints' bound
     expect([lanes.isFull('a'), lanes.heldWithRoom()]).toEqual([true, 1]);
-    expect(lanes.startNext('b', 0)?.delivery.delivery_id).toBe('b-0');
-    expect([lanes.startNext('a', 1_000), lanes.startNext('a', 1_000)].map((h) => h?.delivery.delivery_id)).toEqual(['a-0', 'a-1']);
+    lanes.resume('a');
+    expect([lanes.startNext('a'), lanes.startNext('a')].map((h) => h?.delivery.delivery_id)).toEqual(['a-0', 'a-1']);
     expect(lanes.isFull('a')).toBe(false);
-    expect(lanes.startNext('a', 0)?.delivery.delivery_id).toBe('a-2'); // the pause is over: forgotten
   });
 
   it('an endpoint holding perEndpoint deliveries is full, and its deliveries do not count against the room of the others', () => {
@@ -51,7 +50,7 @@ describe('endpoint lanes', () => {
     const lanes = new EndpointLanes(1);
     for (let i = 0; i < 3; i++) lanes.add(held('a', i));
     lanes.add(held('b', 0));
-    lanes.startNext('a', 0);
+    lanes.startNext('a');
     expect(lanes.takeWaiting('a').map((h) => h.delivery.delivery_id)).toEqual(['a-1', 'a-2']);
     expect([lanes.held, lanes.heldBy('a')]).toEqual([2, 1]);
     expect(lanes.takeWaiting().map((h) => h.delivery.delivery_id)).toEqual(['b-0']);
@@ -76,9 +75,9 @@ describe('endpoint lanes', () => {
     for (let i = 0; i < 3; i++) lanes.add(held('a', i));
     lanes.answered('a', false); // 2
     expect([lanes.isFull('a'), changes]).toEqual([true, [1]]);
-    expect([lanes.startNext('a', 0), lanes.startNext('a', 0), lanes.startNext('a', 0)].map((h) => h?.delivery.delivery_id)).toEqual(['a-0', 'a-1', undefined]);
+    expect([lanes.startNext('a'), lanes.startNext('a'), lanes.startNext('a')].map((h) => h?.delivery.delivery_id)).toEqual(['a-0', 'a-1', undefined]);
     lanes.answered('a', true); // 4: holds 3
-    expect([lanes.isFull('a'), changes, lanes.startNext('a', 0)?.delivery.delivery_id]).toEqual([false, [1, -1], 'a-2']);
+    expect([lanes.isFull('a'), changes, lanes.startNext('a')?.delivery.delivery_id]).toEqual([false, [1, -1], 'a-2']);
     lanes.answered('a', false); // 2, holding 3 in flight: full until one finishes
     expect(lanes.isFull('a')).toBe(true);
     lanes.finish('a');
@@ -107,17 +106,17 @@ describe('endpoint lanes', () => {
     let fullSeen = 0;
     const limit = new Map<string, number>();
     const limitOf = (id: string) => limit.get(id) ?? 3;
-    const pausedUntil = new Map<string, number>();
-    let now = 0;
+    const paused = new Set<string>();
     for (let step = 0; step < 5_000; step++) {
       const id = `e${rand(4)}`;
       const m = model.get(id) ?? { inFlight: 0, waiting: 0 };
-      now += rand(3);
-      const op = rand(23); // adds, starts, finishes, takes, answers and pauses balanced so endpoints go in and out of full
+      const op = rand(26); // adds, starts, finishes, takes, answers, pauses and resumes balanced so endpoints go in and out of full
       if (op === 22) {
-        const until = now + rand(30);
-        lanes.pause(id, until, now);
-        pausedUntil.set(id, Math.max(until, pausedUntil.get(id) ?? 0));
+        lanes.pause(id);
+        paused.add(id);
+      } else if (op >= 23) {
+        lanes.resume(id);
+        paused.delete(id);
       } else if (op >= 20) {
         const ok = op === 21;
         lanes.answered(id, ok);
@@ -126,11 +125,8 @@ describe('endpoint lanes', () => {
         lanes.add(held(id, step));
         m.waiting++;
       } else if (op < 9) {
-        const started = lanes.startNext(id, now);
-        const until = pausedUntil.get(id);
-        const room = m.inFlight + m.waiting > 0 && m.inFlight < limitOf(id);
-        if (room && until !== undefined && now >= until) pausedUntil.delete(id); // a pause over is forgotten when the lane has room
-        expect(started !== undefined).toBe(room && m.waiting > 0 && !(until !== undefined && now < until));
+        const started = lanes.startNext(id);
+        expect(started !== undefined).toBe(m.waiting > 0 && m.inFlight < limitOf(id) && !paused.has(id));
         if (started) (m.waiting--, m.inFlight++);
       } else if (op < 16) {
         lanes.finish(id);
@@ -143,7 +139,7 @@ describe('endpoint lanes', () => {
       if (lanes.isFull(id)) fullSeen++;
       const total = [...model.values()].reduce((n, x) => n + x.inFlight + x.waiting, 0);
       const isFull = ([k, x]: [string, { inFlight: number; waiting: number }]) =>
-        x.inFlight + x.waiting >= limitOf(k) || (x.inFlight + x.waiting > 0 && pausedUntil.has(k));
+        x.inFlight + x.waiting >= limitOf(k) || (x.inFlight + x.waiting > 0 && paused.has(k));
       const full = [...model].filter(isFull).map(([k]) => k).sort();
       const inFull = [...model].filter(isFull).reduce((n, [, x]) => n + x.inFlight + x.waiting, 0);
       expect([lanes.held, lanes.inFlight, lanes.heldWithRoom(), lanes.fullEndpoints().sort(), lanes.heldBy(id), fullByListener])

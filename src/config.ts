@@ -1,5 +1,14 @@
 import { z } from 'zod';
 
+const isProxyUrl = (v: string): boolean => {
+  try {
+    const u = new URL(v);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+  } catch {
+    return false;
+  }
+};
+
 const optional = z
   .string()
   .optional()
@@ -45,6 +54,7 @@ const configSchema = z
     WEBHOOKS_ALLOW_PRIVATE_URLS: z.enum(['true', 'false']).default('false'),
     WEBHOOKS_ALLOW_HTTP: z.enum(['true', 'false']).default('false'),
     WEBHOOKS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(30),
+    WEBHOOKS_PROXY_URL: optional.refine((v) => v === undefined || isProxyUrl(v), 'not an http:// or https:// proxy URL (http://egress-proxy.internal:4750)'),
   })
   .superRefine((c, ctx) => {
     if (c.EVENT_STORE === 'esdb' && !c.EVENTSTORE_URL) {
@@ -93,9 +103,9 @@ export interface Config {
   startup?: { waitMs: number };
   /**
    * client webhook endpoints (docs/webhooks.md): operator escapes for private addresses and plain http; how many days
-   * attempts and finished deliveries are kept
+   * attempts and finished deliveries are kept; the egress proxy every webhook request goes through, if any
    */
-  webhooks: { allowPrivateUrls: boolean; allowHttp: boolean; retentionDays: number };
+  webhooks: { allowPrivateUrls: boolean; allowHttp: boolean; retentionDays: number; proxyUrl?: string };
 }
 
 /** postgres:// or postgresql://, including libpq's Unix-socket form (no host, `?host=/socket/dir`). */
@@ -148,6 +158,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       allowPrivateUrls: c.WEBHOOKS_ALLOW_PRIVATE_URLS === 'true',
       allowHttp: c.WEBHOOKS_ALLOW_HTTP === 'true',
       retentionDays: c.WEBHOOKS_RETENTION_DAYS,
+      ...(c.WEBHOOKS_PROXY_URL === undefined ? {} : { proxyUrl: c.WEBHOOKS_PROXY_URL }),
     },
   };
 }

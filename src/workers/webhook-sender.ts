@@ -72,6 +72,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
     maxBodyBytes: options.maxBodyBytes ?? WEBHOOK_MAX_RESPONSE_BYTES,
     allowPrivate: services.config.webhooks.allowPrivateUrls,
+    proxyUrl: services.config.webhooks.proxyUrl,
   });
   const box = secretBox(services.secrets.apiKeyPepper);
   const signers = new Map<string, Webhook>();

@@ -5,6 +5,7 @@ import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
 import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, claimDueDeliveries } from '../../src/projections/webhooks/deliveries';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
 import { ENDPOINT_CONCURRENCY, startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
+import { startConnectProxy } from '../support/connect-proxy';
 import { metricSample } from '../support/metrics';
 import { SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
@@ -321,6 +322,23 @@ describe('webhook sender', () => {
     expect(unthrottled.every((a) => a.at < throttled[1].at)).toBe(true);
   });
 
+  it('with WEBHOOKS_PROXY_URL set, the sender posts through the proxy', async () => {
+    const ep = await register('/proxied');
+    const proxy = await startConnectProxy();
+    const proxyUrl = proxy.url;
+    const services = { ...t.services, config: { ...t.services.config, webhooks: { ...t.services.config.webhooks, proxyUrl } } };
+    const sender = startWebhookSender(services, { pollMs: 10 });
+    try {
+      await queue(ep.id, 2, 'proxied');
+      await waitUntil(async () => receiver.received.filter((r) => r.path === '/proxied').length === 2, 10_000, 'two webhooks through the proxy');
+    } finally {
+      await sender.stop();
+      await proxy.close();
+    }
+    expect(proxy.tunnels.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(proxy.tunnels)).toEqual(new Set([new URL(receiver.url()).host]));
+  });
+
   it('a claim does not revisit delivered deliveries: their dead entries in the due index are skipped', async () => {
     const ep = await register('/many');
     receiver.respond(() => 204);
@@ -403,6 +421,27 @@ describe('webhook sender', () => {
       client.close();
       expect(busy).toMatchObject({ statusCode: 503, retryAfter: '120' });
       expect(fine).toMatchObject({ statusCode: 200, retryAfter: null });
+    });
+
+    it('goes through an egress proxy when one is set (HTTP CONNECT; the literal-address check still runs here); a proxy refusing the tunnel is a connection_error', async () => {
+      const proxy = await startConnectProxy((target) => target.startsWith('refused.example'));
+      const { url: proxyUrl, tunnels } = proxy;
+      try {
+        const viaProxy = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: true, proxyUrl });
+        const res = await viaProxy.post({ url: `http://127.0.0.1:${port}/fine-after`, headers: {}, body: '{}' });
+        const refused = await viaProxy.post({ url: 'http://refused.example:80/in', headers: {}, body: '{}' });
+        viaProxy.close();
+        expect(res).toMatchObject({ statusCode: 200, failure: null });
+        expect(refused).toMatchObject({ statusCode: null, failure: 'connection_error', error: expect.stringContaining('403') });
+        expect(tunnels).toEqual([`127.0.0.1:${port}`, 'refused.example:80']);
+        const guarded = new WebhookHttpClient({ timeoutMs: 5000, maxBodyBytes: 1000, allowPrivate: false, proxyUrl });
+        const literal = await guarded.post({ url: 'https://10.0.0.7/in', headers: {}, body: '{}' });
+        guarded.close();
+        expect(literal).toMatchObject({ statusCode: null, failure: 'address_refused' });
+        expect(tunnels).toHaveLength(2);
+      } finally {
+        await proxy.close();
+      }
     });
 
     it('a connection that fails: no status, failure connection_error', async () => {

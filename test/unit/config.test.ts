@@ -50,6 +50,11 @@ describe('config', () => {
     expect(() => loadConfig({ SANDBOX_DELIVERY: 'sometimes' })).toThrow(/SANDBOX_DELIVERY/);
     for (const days of ['0', '1.5', 'month', '3651']) expect(() => loadConfig({ WEBHOOKS_RETENTION_DAYS: days })).toThrow(/WEBHOOKS_RETENTION_DAYS/);
     expect(loadConfig({ WEBHOOKS_RETENTION_DAYS: '7' }).webhooks.retentionDays).toBe(7);
+    for (const proxy of ['proxy:3128', 'socks5://proxy:1080', 'ftp://proxy', 'http://']) {
+      expect(() => loadConfig({ WEBHOOKS_PROXY_URL: proxy })).toThrow('invalid configuration: WEBHOOKS_PROXY_URL: not an http:// or https:// proxy URL (http://egress-proxy.internal:4750)');
+    }
+    expect(loadConfig({ WEBHOOKS_PROXY_URL: 'http://user:pw@egress:3128' }).webhooks.proxyUrl).toBe('http://user:pw@egress:3128');
+    expect(loadConfig({ WEBHOOKS_PROXY_URL: '' }).webhooks.proxyUrl).toBeUndefined();
     for (const port of ['0', '65536', '94.5', 'metrics']) {
       expect(() => loadConfig({ WORKER_OPS_PORT: port })).toThrow('invalid configuration: WORKER_OPS_PORT: a port number from 1 to 65535 (unset: no listener)');
     }

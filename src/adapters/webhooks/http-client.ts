@@ -1,4 +1,4 @@
-import { Agent } from 'undici';
+import { Agent, type Dispatcher, ProxyAgent } from 'undici';
 import { ForbiddenAddressError, guardLookup, guardedLookup, literalHostRefusal, type Resolver } from './address-guard';
 
 export interface WebhookPost {
@@ -31,6 +31,8 @@ export interface WebhookHttpClientOptions {
   allowPrivate: boolean;
   /** name resolution (default: the system's); tests stand in for a DNS answer that changed after registration */
   resolve?: Resolver;
+  /** an egress proxy (HTTP CONNECT) every request goes through: it resolves the names, so it must refuse private addresses */
+  proxyUrl?: string;
 }
 
 /**
@@ -38,9 +40,14 @@ export interface WebhookHttpClientOptions {
  * keep-alive, a whole-request timeout, a capped response body, the SSRF guard. No redirects are followed.
  */
 export class WebhookHttpClient {
-  private readonly agent: Agent;
+  private readonly agent: Dispatcher;
 
   constructor(private readonly options: WebhookHttpClientOptions) {
+    if (options.proxyUrl) {
+      // tunnelled (CONNECT) through the operator's proxy; the literal addresses are still refused here (post)
+      this.agent = new ProxyAgent({ uri: options.proxyUrl, connections: null, proxyTls: { timeout: options.timeoutMs } });
+      return;
+    }
     // every new connection resolves through the guard, so a name re-pointed at a private address is caught there
     const lookup = options.allowPrivate ? undefined : options.resolve ? guardLookup(options.resolve) : guardedLookup;
     // no cap per origin: the sender's lanes cap the requests to each endpoint, and endpoints may share an origin

@@ -18,6 +18,8 @@ export interface Metrics {
   /** requests this process's sender has open to client endpoints, and endpoints holding their most (docs/webhooks.md, "Fairness") */
   webhookRequestsInFlight: Gauge;
   webhookEndpointsFull: Gauge;
+  /** endpoints paused by a failed answer's Retry-After (docs/webhooks.md, "Delivery") */
+  webhookEndpointPauses: Counter;
 }
 
 /** How a client webhook attempt ended: a 2xx, another answer, or no answer (and why). */
@@ -90,7 +92,12 @@ export function createMetrics(): Metrics {
     }),
     webhookEndpointsFull: new Gauge({
       name: 'switchboard_webhook_endpoints_full',
-      help: 'client endpoints holding as many deliveries as they may have in flight in this process (slow or not answering): the claims pass them over',
+      help: 'client endpoints holding as many deliveries as they may have in flight in this process (slow or not answering), or paused by a Retry-After: the claims pass them over',
+      registers: [registry],
+    }),
+    webhookEndpointPauses: new Counter({
+      name: 'switchboard_webhook_endpoint_pauses_total',
+      help: 'times this process paused a client endpoint for a failed answer\'s Retry-After (at most 30 s each)',
       registers: [registry],
     }),
   };

@@ -239,6 +239,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     const current = pauses.get(endpointId);
     if (current && current.until >= until) return;
     if (current) clearTimeout(current.timer);
+    else services.metrics.webhookEndpointPauses.inc();
     lanes.pause(endpointId);
     const timer = setTimeout(() => {
       pauses.delete(endpointId);

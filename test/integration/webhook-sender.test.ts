@@ -302,6 +302,8 @@ describe('webhook sender', () => {
       }
       return 204;
     });
+    const pausesCounted = async () => metricSample((await t.app.inject({ method: 'GET', url: '/metrics' })).body, 'switchboard_webhook_endpoint_pauses_total');
+    const pausesBefore = await pausesCounted();
     // one request at a time per endpoint, so the endpoint's second request is the one the pause holds back
     const sender = startWebhookSender(t.services, { pollMs: 10, endpointConcurrency: 1 });
     try {
@@ -320,6 +322,7 @@ describe('webhook sender', () => {
     expect(throttled[1].at - throttled[0].at).toBeGreaterThanOrEqual(3_000 - 5);
     expect(unthrottled.length).toBe(3);
     expect(unthrottled.every((a) => a.at < throttled[1].at)).toBe(true);
+    expect(await pausesCounted()).toBe(pausesBefore + 1);
   });
 
   it('with WEBHOOKS_PROXY_URL set, the sender posts through the proxy', async () => {

@@ -18,6 +18,8 @@ export interface Answered {
   ep: SendingEndpoint;
   res: WebhookResponse;
   sentAt: Date;
+  /** the wait a failed answer's Retry-After asked for (at most MAX_RETRY_AFTER_MS), if it carried a valid one */
+  retryAfterMs?: number;
 }
 
 export interface AttemptRecorderOptions {
@@ -53,14 +55,14 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
     const after = services.now();
     const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
     const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
-    const rows = batch.map(({ d, ep, res, sentAt }): AttemptRecord & { ok: boolean } => {
+    const rows = batch.map(({ d, ep, res, sentAt, retryAfterMs }): AttemptRecord & { ok: boolean } => {
       const ok = answeredOk(res);
       const outcome = ok ? 'success' : res.failure ?? 'http_error';
       services.metrics.webhookAttempts.labels(outcome).inc();
       services.metrics.webhookAttemptDuration.labels(outcome).observe(res.latencyMs / 1000);
       const attempts = d.attempts + 1;
       const gone = res.statusCode === 410;
-      const delay = ok || gone ? undefined : retryDelayAfterFailure(options.schedule, attempts, res.retryAfter, after, options.random);
+      const delay = ok || gone ? undefined : retryDelayAfterFailure(options.schedule, attempts, retryAfterMs, options.random);
       const nextAt = delay === undefined ? null : new Date(after.getTime() + delay);
       if (gone && !disable.some((x) => x.endpoint.endpointId === ep.endpointId)) disable.push({ endpoint: ep, reason: 'gone' });
       return {

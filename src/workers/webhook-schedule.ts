@@ -25,12 +25,11 @@ export function retryAfterDelay(value: string, now: Date): number | undefined {
 
 /**
  * The wait before the next attempt after a failed one: the schedule's (undefined once exhausted), or longer when the
- * answer's `Retry-After` asks for more (Standard Webhooks, "Delivery success and failure").
+ * answer's `Retry-After` asked for more (`retryAfterMs`; Standard Webhooks, "Delivery success and failure").
  */
-export function retryDelayAfterFailure(schedule: readonly number[], failedAttempts: number, retryAfter: string | null, now: Date, random?: () => number): number | undefined {
+export function retryDelayAfterFailure(schedule: readonly number[], failedAttempts: number, retryAfterMs: number | undefined, random?: () => number): number | undefined {
   const delay = nextRetryDelay(schedule, failedAttempts, random);
-  const asked = delay === undefined || retryAfter === null ? undefined : retryAfterDelay(retryAfter, now);
-  return asked === undefined ? delay : Math.max(delay!, asked);
+  return delay === undefined || retryAfterMs === undefined ? delay : Math.max(delay, retryAfterMs);
 }
 
 /** An endpoint whose attempts have all failed for this long is disabled. */

@@ -210,14 +210,15 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
         body: d.payload,
         headers: { 'webhook-id': d.webhook_id, 'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)), 'webhook-signature': signature },
       });
-      answer = { d, ep, res, sentAt };
+      const retryAfterMs = answeredOk(res) || res.retryAfter === null ? undefined : retryAfterDelay(res.retryAfter, sentAt);
+      answer = { d, ep, res, sentAt, retryAfterMs };
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {
       if (answer) {
         const ok = answeredOk(answer.res);
         lanes.answered(d.endpoint_id, ok); // its limit, before its lane takes the next
-        if (!ok && answer.res.retryAfter !== null) pauseFor(d.endpoint_id, retryAfterDelay(answer.res.retryAfter, answer.sentAt));
+        if (answer.retryAfterMs) pauseFor(d.endpoint_id, answer.retryAfterMs);
       }
       lanes.finish(d.endpoint_id);
       services.metrics.webhookRequestsInFlight.dec();
@@ -233,8 +234,8 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
    * endpoint's one timer resumes it (a later answer asking for longer moves the timer, never earlier).
    */
   const pauses = new Map<string, { timer: NodeJS.Timeout; until: number }>();
-  const pauseFor = (endpointId: string, ms: number | undefined) => {
-    if (!ms || !running) return;
+  const pauseFor = (endpointId: string, ms: number) => {
+    if (!running) return;
     const until = Date.now() + Math.min(ms, MAX_ENDPOINT_PAUSE_MS);
     const current = pauses.get(endpointId);
     if (current && current.until >= until) return;

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { webhookEndpointDecider, type Command } from '../../src/commands/webhook-endpoint/decider';
 import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
 import { MAX_RETRY_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS, retryAfterDelay, retryDelayAfterFailure } from '../../src/workers/webhook-schedule';
@@ -100,6 +101,20 @@ describe('webhook secrets and retry schedule', () => {
     expect(retryAfterDelay('Sun, 01 Mar 2026 09:00:00 GMT', now)).toBe(0);
     expect(retryAfterDelay('99999999', now)).toBe(MAX_RETRY_AFTER_MS);
     for (const junk of ['', 'soon', '-5', '1.5', '1e3', '0x10']) expect(retryAfterDelay(junk, now)).toBeUndefined();
+  });
+
+  it('reads any Retry-After a client may send without throwing: a wait from 0 to 1 h, or nothing; seconds and dates as written', () => {
+    const now = new Date('2026-03-01T10:00:00.000Z');
+    fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 60 }), (v) => {
+      const ms = retryAfterDelay(v, now);
+      expect(ms === undefined || (Number.isInteger(ms) && ms >= 0 && ms <= MAX_RETRY_AFTER_MS)).toBe(true);
+    }), { numRuns: 2_000 });
+    fc.assert(fc.property(fc.nat({ max: 1e12 }), (n) => {
+      expect(retryAfterDelay(String(n), now)).toBe(Math.min(n * 1000, MAX_RETRY_AFTER_MS));
+    }));
+    fc.assert(fc.property(fc.integer({ min: -86_400, max: 86_400 }), (s) => {
+      expect(retryAfterDelay(new Date(now.getTime() + s * 1000).toUTCString(), now)).toBe(Math.min(Math.max(0, s * 1000), MAX_RETRY_AFTER_MS));
+    }));
   });
 
   it("waits the longer of the schedule's wait and the answer's Retry-After; never past the schedule's end", () => {

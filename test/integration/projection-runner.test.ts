@@ -126,9 +126,12 @@ describe('projection runner', () => {
       const commits = sent.filter((q) => q.startsWith('UPDATE projections.checkpoints SET position') && q.includes('COMMIT'));
       const openedAlone = sent.filter((q) => /^BEGIN;/.test(q));
       const openedByCommit = commits.filter((q) => q.includes('COMMIT; BEGIN;'));
-      expect(commits).toHaveLength(40); // 60 events, 3 per batch, two projections
+      // 60 events, at most 3 per batch, two projections: 40 batches when every read finds 3; more when a read stops
+      // short (reads stop below the oldest transaction running in the cluster, and the test databases share one)
+      expect(commits.length).toBeGreaterThanOrEqual(40);
+      expect(commits.length).toBeLessThanOrEqual(120);
       expect(openedByCommit.length).toBeGreaterThan(0);
-      expect(openedAlone.length + openedByCommit.length).toBe(40 + sent.filter((q) => q === 'ROLLBACK').length);
+      expect(openedAlone.length + openedByCommit.length).toBe(commits.length + sent.filter((q) => q === 'ROLLBACK').length);
       expect(await openTransactions()).toBe(0); // the last batch opened no next one
       const advisoryLocks = await db.pool.query(
         `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);

@@ -1,4 +1,4 @@
-import { answeredOk, type WebhookResponse } from '../adapters/webhooks/http-client';
+import type { WebhookResponse } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { type AttemptRecord, type ClaimedDelivery, recordAttempts, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import type { SendingEndpoint } from '../projections/webhooks/queries';
@@ -17,6 +17,8 @@ export interface Answered {
   d: ClaimedDelivery;
   ep: SendingEndpoint;
   res: WebhookResponse;
+  /** a 2xx (answeredOk), judged once when the answer arrived */
+  ok: boolean;
   sentAt: Date;
   /** the wait a failed answer's Retry-After asked for (at most MAX_RETRY_AFTER_MS), if it carried a valid one */
   retryAfterMs?: number;
@@ -55,8 +57,7 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
     const after = services.now();
     const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
     const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
-    const rows = batch.map(({ d, ep, res, sentAt, retryAfterMs }): AttemptRecord & { ok: boolean } => {
-      const ok = answeredOk(res);
+    const rows = batch.map(({ d, ep, res, ok, sentAt, retryAfterMs }): AttemptRecord & { ok: boolean } => {
       const outcome = ok ? 'success' : res.failure ?? 'http_error';
       services.metrics.webhookAttempts.labels(outcome).inc();
       services.metrics.webhookAttemptDuration.labels(outcome).observe(res.latencyMs / 1000);

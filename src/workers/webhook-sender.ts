@@ -210,14 +210,14 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
         body: d.payload,
         headers: { 'webhook-id': d.webhook_id, 'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)), 'webhook-signature': signature },
       });
-      const retryAfterMs = answeredOk(res) || res.retryAfter === null ? undefined : retryAfterDelay(res.retryAfter, sentAt);
-      answer = { d, ep, res, sentAt, retryAfterMs };
+      const ok = answeredOk(res);
+      const retryAfterMs = ok || res.retryAfter === null ? undefined : retryAfterDelay(res.retryAfter, sentAt);
+      answer = { d, ep, res, ok, sentAt, retryAfterMs };
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {
       if (answer) {
-        const ok = answeredOk(answer.res);
-        lanes.answered(d.endpoint_id, ok); // its limit, before its lane takes the next
+        lanes.answered(d.endpoint_id, answer.ok); // its limit, before its lane takes the next
         if (answer.retryAfterMs) pauseFor(d.endpoint_id, answer.retryAfterMs);
       }
       lanes.finish(d.endpoint_id);

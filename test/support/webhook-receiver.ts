@@ -1,4 +1,5 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type RequestListener, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { queueDeliveries } from '../../src/projections/webhooks/deliveries';
@@ -15,10 +16,10 @@ export interface Received {
 export type ReceiverAnswer = number | { status: number; headers: Record<string, string> };
 
 /**
- * A real HTTP receiver on 127.0.0.1: answers with `respond` (default 204; a promise holds the answer back) and
- * records each request it answers 2xx, when it answers.
+ * A real HTTP receiver on 127.0.0.1 (https with `tls`): answers with `respond` (default 204; a promise holds the
+ * answer back) and records each request it answers 2xx, when it answers.
  */
-export async function startReceiver(): Promise<{
+export async function startReceiver(options: { tls?: { cert: string; key: string } } = {}): Promise<{
   url: (path?: string) => string;
   received: Received[];
   respond: (statusFor: (r: Received) => ReceiverAnswer | Promise<ReceiverAnswer>) => void;
@@ -27,7 +28,7 @@ export async function startReceiver(): Promise<{
 }> {
   const received: Received[] = [];
   let statusFor: (r: Received) => ReceiverAnswer | Promise<ReceiverAnswer> = () => 204;
-  const server = createServer((req, res) => {
+  const listener: RequestListener = (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', async () => {
@@ -38,12 +39,13 @@ export async function startReceiver(): Promise<{
       res.writeHead(status, typeof answer === 'number' ? {} : answer.headers);
       res.end(status >= 300 ? 'nope' : '');
     });
-  });
+  };
+  const server: Server = options.tls ? createTlsServer(options.tls, listener) : createServer(listener);
   server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
-    url: (path = '/hooks') => `http://127.0.0.1:${port}${path}`,
+    url: (path = '/hooks') => `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}${path}`,
     received,
     respond: (f) => { statusFor = f; },
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),

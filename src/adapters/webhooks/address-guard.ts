@@ -62,12 +62,15 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Look
 /** How names are resolved (node:dns `lookup` with `all: true`). */
 export type Resolver = (hostname: string, options: { all: true }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
 
-/** A `lookup` for http.request that refuses forbidden addresses at connection time (DNS rebinding). */
-export function guardLookup(resolve: Resolver) {
+/** A `lookup` for a connection through `resolve` (which refuses nothing: private addresses allowed). */
+export const resolvingLookup = (resolve: Resolver) => guardLookup(resolve, () => false);
+
+/** A `lookup` for a connection that refuses forbidden addresses at connection time (DNS rebinding). */
+export function guardLookup(resolve: Resolver, forbidden: (address: string) => boolean = isForbiddenAddress) {
   return (hostname: string, options: { all?: boolean }, callback: LookupCallback): void => {
     resolve(hostname, { all: true }, (err, addresses) => {
       if (err) return callback(err, []);
-      const bad = addresses.find((a) => isForbiddenAddress(a.address));
+      const bad = addresses.find((a) => forbidden(a.address));
       if (bad) return callback(new ForbiddenAddressError(`${hostname} resolves to a forbidden address (${bad.address})`), []);
       if (options.all) return callback(null, addresses);
       callback(null, addresses[0].address, addresses[0].family);

@@ -1,5 +1,5 @@
 import { Agent, type Dispatcher, ProxyAgent } from 'undici';
-import { ForbiddenAddressError, guardLookup, guardedLookup, literalHostRefusal, type Resolver } from './address-guard';
+import { ForbiddenAddressError, guardLookup, guardedLookup, literalHostRefusal, type Resolver, resolvingLookup } from './address-guard';
 
 export interface WebhookPost {
   url: string;
@@ -31,6 +31,11 @@ export interface WebhookHttpClientOptions {
   allowPrivate: boolean;
   /** name resolution (default: the system's); tests stand in for a DNS answer that changed after registration */
   resolve?: Resolver;
+  /**
+   * the certificate authorities an endpoint's TLS certificate must chain to, instead of the system's (tests; an
+   * operator adds a private CA with NODE_EXTRA_CA_CERTS instead)
+   */
+  ca?: string;
   /** an egress proxy (HTTP CONNECT) every request goes through: it resolves the names, so it must refuse private addresses */
   proxyUrl?: string;
 }
@@ -43,15 +48,17 @@ export class WebhookHttpClient {
   private readonly agent: Dispatcher;
 
   constructor(private readonly options: WebhookHttpClientOptions) {
+    const ca = options.ca ? { ca: options.ca } : {};
     if (options.proxyUrl) {
       // tunnelled (CONNECT) through the operator's proxy; the literal addresses are still refused here (post)
-      this.agent = new ProxyAgent({ uri: options.proxyUrl, connections: null, proxyTls: { timeout: options.timeoutMs } });
+      const tls = { timeout: options.timeoutMs, ...ca };
+      this.agent = new ProxyAgent({ uri: options.proxyUrl, connections: null, proxyTls: tls, requestTls: tls });
       return;
     }
     // every new connection resolves through the guard, so a name re-pointed at a private address is caught there
-    const lookup = options.allowPrivate ? undefined : options.resolve ? guardLookup(options.resolve) : guardedLookup;
+    const lookup = options.allowPrivate ? options.resolve && resolvingLookup(options.resolve) : options.resolve ? guardLookup(options.resolve) : guardedLookup;
     // no cap per origin: the sender's lanes cap the requests to each endpoint, and endpoints may share an origin
-    this.agent = new Agent({ connections: null, connect: { timeout: options.timeoutMs, ...(lookup ? { lookup: lookup as never } : {}) } });
+    this.agent = new Agent({ connections: null, connect: { timeout: options.timeoutMs, ...ca, ...(lookup ? { lookup: lookup as never } : {}) } });
   }
 
   post(request: WebhookPost): Promise<WebhookResponse> {

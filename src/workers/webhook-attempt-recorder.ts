@@ -68,7 +68,7 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
       if (gone && !disable.some((x) => x.endpoint.endpointId === ep.endpointId)) disable.push({ endpoint: ep, reason: 'gone' });
       return {
         deliveryId: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status: ok ? 'succeeded' : nextAt ? 'pending' : 'failed', nextAt,
-        attemptedAt: sentAt, statusCode: res.statusCode, latencyMs: res.latencyMs, error: ok ? null : res.error ?? `HTTP ${res.statusCode}`,
+        attemptedAt: sentAt, statusCode: res.statusCode, latencyMs: res.latencyMs, error: ok ? null : res.error ?? answerError(res),
       };
     });
     // each endpoint's failure streak: cleared by any success (only written when one runs), started by its first failure
@@ -132,3 +132,7 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
     },
   };
 }
+
+/** What the attempt log says of a non-2xx answer: its status, and its `Retry-After` as sent (cut at 64 characters). */
+export const answerError = (res: WebhookResponse): string =>
+  res.retryAfter === null ? `HTTP ${res.statusCode}` : `HTTP ${res.statusCode}, Retry-After: ${res.retryAfter.slice(0, 64)}`;

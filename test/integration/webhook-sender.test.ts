@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Resolver } from '../../src/adapters/webhooks/address-guard';
 import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
 import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, claimDueDeliveries } from '../../src/projections/webhooks/deliveries';
+import { answerError } from '../../src/workers/webhook-attempt-recorder';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
 import { ENDPOINT_CONCURRENCY, startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
 import { startConnectProxy } from '../support/connect-proxy';
@@ -284,9 +285,22 @@ describe('webhook sender', () => {
       expect(waits).toEqual({
         '/ra-seconds': 120, '/ra-date': 600, '/ra-short': 5, '/ra-huge': 3600, '/ra-past': 5, '/ra-garbage': 5, '/ra-none': 5,
       });
+      // the attempt log shows what was asked, as sent, whether it was followed or not
+      const errors = Object.fromEntries(await Promise.all(endpoints.map(async ({ path, ep }) => [path, (await t.db.pool.query<{ error: string }>(
+        'SELECT error FROM webhooks.attempts WHERE endpoint_id = $1', [ep.id])).rows[0].error] as const)));
+      expect(errors).toEqual({
+        '/ra-seconds': 'HTTP 503, Retry-After: 120', '/ra-date': `HTTP 429, Retry-After: ${retryAfter['/ra-date']}`, '/ra-short': 'HTTP 503, Retry-After: 1',
+        '/ra-huge': 'HTTP 503, Retry-After: 999999', '/ra-past': `HTTP 503, Retry-After: ${retryAfter['/ra-past']}`, '/ra-garbage': 'HTTP 503, Retry-After: soon', '/ra-none': 'HTTP 503',
+      });
     } finally {
       await sender.stop();
     }
+  });
+
+  it("the attempt log keeps a failed answer's Retry-After cut at 64 characters", () => {
+    const res = { statusCode: 429, failure: null, error: null, body: '', latencyMs: 1 };
+    expect(answerError({ ...res, retryAfter: '7'.repeat(100) })).toBe(`HTTP 429, Retry-After: ${'7'.repeat(64)}`);
+    expect(answerError({ ...res, retryAfter: null })).toBe('HTTP 429');
   });
 
   it("a failed answer's Retry-After pauses the endpoint (Standard Webhooks: throttle): its next request waits that long; another endpoint is not paused", async () => {

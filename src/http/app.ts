@@ -15,6 +15,7 @@ import { registerIdempotency, REPLAYED_HEADER } from './idempotency';
 import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
+import { hasUnstorableText } from '../shared/storable';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024; // 1 MiB; send-bulk raises its own limit
 export const REQUEST_TIMEOUT_MS = 30_000;
@@ -101,28 +102,6 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerIdempotency(app, services);
   registerRoutes(app, services);
   return app;
-}
-
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Whether a parsed JSON value (or query/params object) holds a string or key Postgres cannot store (U+0000, an
- * unpaired surrogate); iterative, so deep nesting cannot overflow the stack. */
-export function hasUnstorableText(value: unknown): boolean {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v === 'string') {
-      if (UNSTORABLE.test(v)) return true;
-    } else if (Array.isArray(v)) {
-      for (const item of v) stack.push(item);
-    } else if (v !== null && typeof v === 'object' && !Buffer.isBuffer(v)) {
-      for (const [k, item] of Object.entries(v)) {
-        if (UNSTORABLE.test(k)) return true;
-        stack.push(item);
-      }
-    }
-  }
-  return false;
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>;

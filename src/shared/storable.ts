@@ -1,0 +1,36 @@
+// What Postgres can store: text without U+0000 or an unpaired UTF-16 surrogate (text and jsonb refuse both), and
+// instants from year 1 to year 9999 in UTC (timestamptz reads no year 0, and JavaScript writes a year after 9999
+// as "+010000-..."). Input crossing into an event or a query is checked here, so a client's or a producer's record
+// is refused as the bad input it is instead of failing a query, an append or a projection.
+
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Whether a parsed JSON value (or query/params object) holds a string or key Postgres cannot store (U+0000, an
+ * unpaired surrogate); iterative, so deep nesting cannot overflow the stack. */
+export function hasUnstorableText(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (UNSTORABLE.test(v)) return true;
+    } else if (Array.isArray(v)) {
+      for (const item of v) stack.push(item);
+    } else if (v !== null && typeof v === 'object' && !Buffer.isBuffer(v)) {
+      for (const [k, item] of Object.entries(v)) {
+        if (UNSTORABLE.test(k)) return true;
+        stack.push(item);
+      }
+    }
+  }
+  return false;
+}
+
+/** The earliest and the latest instant Postgres reads back from an ISO 8601 string in UTC. */
+const MIN_STORABLE_MS = new Date('0001-01-01T00:00:00.000Z').getTime();
+const MAX_STORABLE_MS = new Date('9999-12-31T23:59:59.999Z').getTime();
+
+/** Whether an instant lies in year 1 to 9999, UTC (an invalid date does not). */
+export function isStorableInstant(at: Date | number): boolean {
+  const ms = typeof at === 'number' ? at : at.getTime();
+  return ms >= MIN_STORABLE_MS && ms <= MAX_STORABLE_MS;
+}

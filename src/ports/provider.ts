@@ -43,7 +43,8 @@ export interface SendTemplateResult {
 
 /**
  * A refusal or failure of the provider. `code` is the provider's error code as text (`131026`), or a
- * transport-level code (`http_503`, `network_error`, `timeout`, `invalid_response`). `retryable` tells
+ * transport-level code (`http_503`, `network_error` (no connection: nothing was sent), `connection_lost`,
+ * `timeout`, `invalid_response`). `retryable` tells
  * whether trying again later may succeed (throughput, temporary outage) or never will (recipient or
  * template problem).
  */
@@ -57,6 +58,15 @@ export class ProviderError extends Error {
     super(message);
     this.name = 'ProviderError';
   }
+}
+
+/**
+ * Whether a failed call may still have reached the provider, which may then have accepted the message: it timed
+ * out, the connection was lost once the request could have been written (`connection_lost`), or it failed in a way
+ * the adapter did not classify. Trying again could then message the customer twice.
+ */
+export function mayHaveReachedProvider(err: unknown): boolean {
+  return !isProviderError(err) || err.code === 'timeout' || err.code === 'connection_lost';
 }
 
 export interface MessagingProvider {

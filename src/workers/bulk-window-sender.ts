@@ -2,7 +2,7 @@
 // an outcome (sent, failed, retry with backoff, or unsent when stopping).
 import type { ClaimedRecipient, JobRow, Outcome } from '../commands/bulk/work';
 import { buildComponents } from '../commands/send/components';
-import { isProviderError } from '../ports/provider';
+import { isProviderError, mayHaveReachedProvider } from '../ports/provider';
 import type { DispatcherContext } from './bulk-dispatcher-context';
 import type { Pacer } from './bulk-pacer';
 
@@ -48,8 +48,8 @@ async function sendOne(ctx: DispatcherContext, job: JobRow, row: ClaimedRecipien
   } catch (err) {
     if (isProviderError(err)) {
       if (err.code === '130429') pacer.backoff(ctx.o.throughputBackoffMs);
-      // a timeout may mean the provider accepted it: not retried (no double sends)
-      if (err.retryable && err.code !== 'timeout' && row.attempts < ctx.o.maxAttempts) {
+      // a timeout or a lost connection may mean the provider accepted it: not retried (no double sends)
+      if (err.retryable && !mayHaveReachedProvider(err) && row.attempts < ctx.o.maxAttempts) {
         const delay = Math.min(ctx.o.maxRetryDelayMs, ctx.o.retryBaseMs * 2 ** (row.attempts - 1));
         return { idx: row.idx, kind: 'retry', code: err.code, message: err.message, nextAttemptAt: new Date(ctx.now().getTime() + delay) };
       }

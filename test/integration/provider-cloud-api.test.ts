@@ -165,9 +165,30 @@ describe('cloud-api provider against a local HTTP server', () => {
       .toBe(5 * 2_000 + 1_000 + 2_000 + 3_000 + 3_000);
   });
 
+  it('a connection lost after the request was written is connection_lost: reported retryable, never retried (the provider may have the message)', async () => {
+    const dropping = createServer((req) => req.on('data', () => undefined).on('end', () => req.socket.destroy()));
+    await new Promise<void>((ok) => dropping.listen(0, '127.0.0.1', ok));
+    let received = 0;
+    dropping.on('request', () => received++);
+    try {
+      const p = new CloudApiProvider({ baseUrl: `http://127.0.0.1:${(dropping.address() as AddressInfo).port}`, apiVersion: 'v21.0', accessToken: 't', maxAttempts: 3, sleep: async () => {} });
+      const err = await refusal(p.sendTemplate(request));
+      expect({ code: err.code, retryable: err.retryable, attempts: err.details?.attempts }).toEqual({ code: 'connection_lost', retryable: true, attempts: 1 });
+      expect(err.message).toMatch(/^connection to the provider lost: /);
+      expect(received).toBe(1);
+    } finally {
+      await new Promise<void>((ok) => dropping.close(() => ok()));
+    }
+  });
+
   it('a refused connection is a retryable network error', async () => {
-    const p = new CloudApiProvider({ baseUrl: 'http://127.0.0.1:1', apiVersion: 'v21.0', accessToken: 't', maxAttempts: 2, sleep: async () => {} });
+    const closed = createServer();
+    await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((ok) => closed.close(() => ok()));
+    const p = new CloudApiProvider({ baseUrl: `http://127.0.0.1:${port}`, apiVersion: 'v21.0', accessToken: 't', maxAttempts: 2, sleep: async () => {} });
     const err = await refusal(p.sendTemplate(request));
     expect({ code: err.code, retryable: err.retryable, attempts: err.details?.attempts }).toEqual({ code: 'network_error', retryable: true, attempts: 2 });
+    expect(err.message).toMatch(/^provider unreachable: .*ECONNREFUSED/);
   });
 });

@@ -24,15 +24,24 @@ const body = { phone_number_id: SHOP.number.phoneNumberId, template_name: 'welco
 class ProviderDouble implements MessagingProvider {
   readonly kind = 'test' as const;
   readonly calls: SendTemplateRequest[] = [];
-  /** what the next calls do: answer (sandbox), never answer (the process died meanwhile), or fail retryably */
-  mode: 'answer' | 'hang' | 'fail' = 'answer';
+  /**
+   * what the next calls do: answer (sandbox), never answer (the process died meanwhile), fail retryably, or accept
+   * the message and then time out or lose the connection before the answer arrives (the caller cannot tell)
+   */
+  mode: 'answer' | 'hang' | 'fail' | 'accept-then-timeout' | 'accept-then-crash' = 'answer';
+  /** the provider's id of the last message accepted */
+  accepted: string | undefined;
   private readonly sandbox = new SandboxProvider({ delivery: 'off' });
 
   async sendTemplate(request: SendTemplateRequest): Promise<SendTemplateResult> {
     this.calls.push(request);
     if (this.mode === 'hang') return new Promise<never>(() => {});
     if (this.mode === 'fail') throw new ProviderError('http_503', 'provider answered HTTP 503', true, { httpStatus: 503, attempts: 3 });
-    return this.sandbox.sendTemplate(request);
+    const result = await this.sandbox.sendTemplate(request);
+    this.accepted = result.providerMessageId;
+    if (this.mode === 'accept-then-timeout') throw new ProviderError('timeout', 'provider did not answer within 10000 ms', true, { attempts: 1 });
+    if (this.mode === 'accept-then-crash') throw new TypeError('socket hang up');
+    return result;
   }
 }
 
@@ -167,6 +176,37 @@ describe('keyed single sends: reconciliation and retries after a crash', () => {
     expect(replay.statusCode).toBe(422);
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.json()).toEqual(late.json());
+    expect(provider.calls).toHaveLength(1);
+  });
+
+  it.each([
+    ['a timeout', 'accept-then-timeout', 'The provider did not answer (timeout)'],
+    ['an unclassified failure', 'accept-then-crash', 'The provider did not answer (provider_error)'],
+  ] as const)('%s after the provider may have taken the message: 503 outcome unknown, no second provider call; its first status answers the retry', async (_what, mode, said) => {
+    clock = START;
+    const key = `order-${mode}`;
+    provider.mode = mode;
+    const first = await send(key);
+    expect(first.statusCode).toBe(503);
+    expect(first.headers['retry-after']).toBe('5');
+    expect(first.json()).toEqual({ error: `${said}: the message may have been sent. Retry with the same Idempotency-Key later to learn its outcome.` });
+    const sendId = keyedSendId(SHOP.companyId, key, 0);
+    expect((await eventsOf(t.db.pool, `send-${sendId}`)).map((e) => e.type)).toEqual(['TemplateSendRequested']);
+
+    provider.mode = 'answer';
+    clock = START + LEASE_MS; // past the in-flight window: the repeat answers at once
+    const repeat = await send(key);
+    expect(repeat.statusCode).toBe(503);
+    expect(repeat.json()).toEqual({ error: 'The first attempt with this Idempotency-Key reached the provider but its outcome is not known yet; retry later.' });
+    expect(provider.calls).toHaveLength(1);
+
+    const wamid = provider.accepted!;
+    expect((await postWebhook(t.app, statusBody(SHOP.number.phoneNumberId, wamid, 'sent', '2026-03-01T10:00:01.000Z', { clientReference: sendId }))).statusCode).toBe(200);
+    const answered = await eventually(async () => (await send(key)).statusCode, 200);
+    expect(answered).toBe(200);
+    const replay = await send(key);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.json()).toMatchObject({ success: true, message_id: wamid, status: 'sent' });
     expect(provider.calls).toHaveLength(1);
   });
 

@@ -3,16 +3,23 @@
 //   body {messaging_product: "whatsapp", to, type: "template", template: {name, language: {code}, components}}
 //   (+ biz_opaque_callback_data: the send's clientReference, echoed in the status webhooks)
 // Success: {messages: [{id}]}. Errors: {error: {message, type, code, error_subcode, error_data: {details}}}.
-// Retryable answers (RETRYABLE_PROVIDER_CODES, HTTP 5xx, network errors) are retried a bounded number of
-// times with exponential backoff and jitter; the last failure is thrown as a ProviderError. A timeout is
-// reported as retryable but not retried here (the message may have been accepted: no double sends).
+// Retryable answers (RETRYABLE_PROVIDER_CODES, HTTP 5xx, a connection never made) are retried a bounded number of
+// times with exponential backoff and jitter; the last failure is thrown as a ProviderError. A timeout or a
+// connection lost after it was made (`connection_lost`) is reported as retryable but not retried here (the message
+// may have been accepted: no double sends).
 import {
+  mayHaveReachedProvider,
   type MessagingProvider,
   ProviderError,
   RETRYABLE_PROVIDER_CODES,
   type SendTemplateRequest,
   type SendTemplateResult,
 } from '../../ports/provider';
+
+/** Errors of a connection that was never made (nothing was sent): the request may be tried again at once. */
+const NOT_CONNECTED: ReadonlySet<string> = new Set([
+  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 export interface CloudApiProviderOptions {
   baseUrl: string;
@@ -116,9 +123,9 @@ export class CloudApiProvider implements MessagingProvider {
       } catch (err) {
         const pe = err instanceof ProviderError ? err : new ProviderError('network_error', (err as Error).message, true);
         last = new ProviderError(pe.code, pe.message, pe.retryable, { ...pe.details, attempts: attempt });
-        // A timeout may mean the provider accepted the message without us hearing back: retrying could send
-        // it twice, so it is reported (retryable: the caller may try later) but not retried here.
-        if (!pe.retryable || pe.code === 'timeout' || attempt === this.maxAttempts) break;
+        // A timeout or a lost connection may mean the provider accepted the message without us hearing back:
+        // retrying could send it twice, so it is reported (retryable: the caller may try later) but not retried here.
+        if (!pe.retryable || mayHaveReachedProvider(pe) || attempt === this.maxAttempts) break;
         const delay = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** (attempt - 1));
         await this.sleep(Math.round(delay * (0.5 + this.random() / 2)));
       }
@@ -144,7 +151,11 @@ export class CloudApiProvider implements MessagingProvider {
       if (name === 'TimeoutError' || name === 'AbortError') {
         throw new ProviderError('timeout', `provider did not answer within ${this.timeoutMs} ms`, true);
       }
-      throw new ProviderError('network_error', `provider unreachable: ${(err as Error)?.message ?? String(err)}`, true);
+      const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
+      const reason = cause?.message ?? (err as Error)?.message ?? String(err);
+      if (cause?.code && NOT_CONNECTED.has(cause.code)) throw new ProviderError('network_error', `provider unreachable: ${reason}`, true);
+      // the request may have been written before the connection failed: the provider may have the message
+      throw new ProviderError('connection_lost', `connection to the provider lost: ${reason}`, true);
     }
     const text = await response.text().catch(() => '');
     let parsed: unknown = null;

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services';
 import type { Position } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
-import { isProviderError, type ProviderError } from '../../ports/provider';
+import { isProviderError, mayHaveReachedProvider, type ProviderError } from '../../ports/provider';
 import {
   quotaOf,
   recipientInQuotaWindow,
@@ -219,6 +219,12 @@ export async function sendValidated(
   } catch (err) {
     const pe: ProviderError | undefined = isProviderError(err) ? err : undefined;
     if (!pe) services.logger.error({ err, sendId }, 'provider call failed unexpectedly');
+    // A keyed send's recorded request stays unanswered when the provider may have the message: its first status
+    // completes it (./reconcile.ts), and until then a retry answers "outcome unknown" instead of sending again.
+    if (requestRecorded && mayHaveReachedProvider(err)) {
+      services.logger.warn({ sendId, code: pe?.code }, 'keyed send: the provider may have the message, outcome unknown');
+      throw new SendRefusedError('OUTCOME_UNKNOWN', `The provider did not answer (${pe?.code ?? 'provider_error'}): the message may have been sent. Retry with the same Idempotency-Key later to learn its outcome.`);
+    }
     const code = pe?.code ?? 'provider_error';
     const message = pe?.message ?? 'the provider could not be reached';
     const retryable = pe ? pe.retryable : true;

@@ -9,3 +9,16 @@ export const LEASE_MS = 15_000;
 export const IN_FLIGHT_WAIT_MS = 5_000;
 /** how often a waiting repeat looks again for an answer recorded by another process */
 export const IN_FLIGHT_POLL_MS = 200;
+
+/**
+ * Whether what a keyed request made at `madeAt` belongs to an earlier use of its key: made 24 h or more ago, so
+ * the key expired since and now runs as a new request (a keyed creation then looks at the key's next use).
+ */
+export const isFromAnEarlierUse = (madeAt: string, now: Date): boolean => now.getTime() - Date.parse(madeAt) >= KEY_TTL_MS;
+
+/**
+ * The seed of a keyed creation's deterministic id: the company, the key and the key's use (0 for its first 24 h,
+ * then 1, 2, ... for each later use after it expired; a use starts at most once a day, so a key reused daily
+ * reads one stream per earlier day).
+ */
+export const keyedIdSeed = (companyId: number, key: string, use: number): string => (use === 0 ? `${companyId}:${key}` : `${companyId}:${key}:${use}`);

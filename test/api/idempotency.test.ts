@@ -388,9 +388,11 @@ describe('Idempotency-Key on sends and contact upserts', () => {
 describe('Idempotency-Key on bulk creation and cancel', () => {
   let t: T;
   let dispatcher: BulkDispatcher | undefined;
+  const START = Date.parse('2026-03-01T10:00:00.000Z');
+  let clock = START;
 
   beforeAll(async () => {
-    t = await createTestApp({ now: () => new Date('2026-03-01T10:00:00.000Z') });
+    t = await createTestApp({ now: () => new Date(clock) });
     await seedFixture(t.services, bulkFixture(), { actor: 'test' });
   });
   afterEach(async () => {
@@ -440,6 +442,33 @@ describe('Idempotency-Key on bulk creation and cancel', () => {
     const outcomes = await outcomeCounts(t.db.pool, bulkId);
     expect(outcomes.size).toBe(30);
     for (const types of outcomes.values()) expect(types).toEqual(['BulkRecipientsDispatched']);
+  });
+
+  it("after the key expired (24 h) the same key is a new request: a new bulk send (the key's next use), dispatched on its own; the old one is untouched", async () => {
+    const old = phones(3, '+54911720');
+    const first = await create(old, 'bulk-daily');
+    expect(first.json().bulk_send_id).toBe(keyedBulkId(BULK_CO.companyId, 'bulk-daily'));
+    try {
+      clock = START + 24 * HOUR + 1000;
+      const fresh = phones(7, '+54911730');
+      const next = await create(fresh, 'bulk-daily');
+      expect(next.statusCode).toBe(202);
+      expect(next.headers['idempotent-replayed']).toBeUndefined();
+      expect(next.json()).toMatchObject({ bulk_send_id: keyedBulkId(BULK_CO.companyId, 'bulk-daily', 1), total_recipients: 7, unique_recipients: 7 });
+      // the new use's crash retry (its record gone) finds its own bulk, not the earlier use's
+      await t.db.pool.query(`DELETE FROM public.idempotency_keys WHERE key = 'bulk-daily'`);
+      const rerun = await create(fresh, 'bulk-daily');
+      expect(rerun.json().bulk_send_id).toBe(next.json().bulk_send_id);
+
+      dispatcher = new BulkDispatcher(t.services, { pollMs: 20, sleep: async () => undefined });
+      dispatcher.start();
+      const done = await waitForBulk(t.db.pool, BULK_CO.companyId, next.json().bulk_send_id, (b) => b.status === 'COMPLETED');
+      expect(done.sentCount).toBe(7);
+      const before = await waitForBulk(t.db.pool, BULK_CO.companyId, first.json().bulk_send_id, (b) => b.status === 'COMPLETED');
+      expect(before.sentCount).toBe(3);
+    } finally {
+      clock = START;
+    }
   });
 
   it('unkeyed creations are distinct bulks', async () => {

@@ -1,5 +1,5 @@
 import { seedFixture } from '../../src/commands/provisioning/seed';
-import { createWebhookEndpoint, keyedEndpointId, rotateWebhookSecret } from '../../src/commands/webhook-endpoint/handler';
+import { createWebhookEndpoint, deleteWebhookEndpoint, keyedEndpointId, rotateWebhookSecret } from '../../src/commands/webhook-endpoint/handler';
 import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
 import { createTestApp, TEST_PEPPER } from '../support/services';
 import { OTHER, SHOP, sendsFixture } from '../support/sends';
@@ -259,6 +259,27 @@ describe('webhook endpoints API', () => {
     expect(retry.json()).toMatchObject({ id: firstRun.endpointId, url: input.url, secret: firstRun.secret });
     const rows = await t.db.pool.query('SELECT count(*)::int AS n FROM rm_webhooks.endpoints WHERE url = $1', [input.url]);
     expect(rows.rows[0].n).toBe(1);
+  });
+
+  it("after the key expired (24 h) the same key registers a new endpoint (the key's next use), even once the earlier one was deleted", async () => {
+    let now = NOW;
+    const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(TEST_PEPPER), now: () => now };
+    const who = { actor: 'test', companyId: SHOP.companyId };
+    const input = (url: string) => ({ url, eventTypes: ['message.read' as const], description: null });
+    const first = await createWebhookEndpoint(deps, who, input('https://hooks.example/day-1'), 'ep-daily');
+    expect(first.endpointId).toBe(keyedEndpointId(SHOP.companyId, 'ep-daily'));
+    now = new Date(NOW.getTime() + 24 * 3600_000 + 1000);
+    const second = await createWebhookEndpoint(deps, who, input('https://hooks.example/day-2'), 'ep-daily');
+    expect(second.endpointId).toBe(keyedEndpointId(SHOP.companyId, 'ep-daily', 1));
+    expect(second.secret).not.toBe(first.secret);
+    // within the second use, its crash retry answers its own endpoint
+    expect(await createWebhookEndpoint(deps, who, input('https://hooks.example/day-2'), 'ep-daily')).toEqual(second);
+    await deleteWebhookEndpoint(deps, who, second.endpointId);
+    now = new Date(NOW.getTime() + 48 * 3600_000 + 2000);
+    const third = await createWebhookEndpoint(deps, who, input('https://hooks.example/day-3'), 'ep-daily');
+    expect(third.endpointId).toBe(keyedEndpointId(SHOP.companyId, 'ep-daily', 2));
+    const urls = await t.db.pool.query<{ url: string }>('SELECT url FROM rm_webhooks.endpoints WHERE url LIKE $1 ORDER BY url', ['https://hooks.example/day-%']);
+    expect(urls.rows.map((r) => r.url)).toEqual(['https://hooks.example/day-1', 'https://hooks.example/day-3']);
   });
 
   it('a keyed rotation run again after a crash (rotated, answer never recorded) answers its secret and does not rotate twice; a new key or 24 h later rotates', async () => {

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { BulkEventData } from '../../events/bulk';
-import type { EventToAppend } from '../../ports/event-store';
+import type { EventToAppend, RecordedEvent } from '../../ports/event-store';
 import {
   findNumberByProviderId,
   findTemplate,
@@ -22,6 +22,7 @@ import {
 } from '../../projections/accounts/queries';
 import type { Services } from '../../services';
 import { ReadModelTimeoutError } from '../../ports/read-models';
+import { isFromAnEarlierUse, keyedIdSeed } from '../../shared/idempotency-key';
 import { DomainError } from '../decider';
 import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';
@@ -84,8 +85,25 @@ export interface CreatedBulk {
 /** Minutes to send `count` recipients at the tier's recommended spacing (0 for TIER_UNLIMITED), 2 decimals. */
 export const estimateMinutes = (count: number, spacingMs: number): number => Math.round(((count * spacingMs) / 60_000) * 100) / 100;
 
-/** The bulk id of a keyed creation: the same (company, Idempotency-Key) always names the same bulk send. */
-export const keyedBulkId = (companyId: number, key: string): string => deterministicUuid('idempotency:send-bulk', `${companyId}:${key}`);
+/**
+ * The bulk id of a keyed creation: the same (company, Idempotency-Key) names the same bulk send for as long as the
+ * key lasts (its `use`: docs/idempotency.md).
+ */
+export const keyedBulkId = (companyId: number, key: string, use = 0): string => deterministicUuid('idempotency:send-bulk', keyedIdSeed(companyId, key, use));
+
+/**
+ * The bulk id of this use of the key, and the bulk send it already created if a run of this use got past the commit
+ * point (it crashed before its answer was recorded). A bulk the key created 24 h or more ago belongs to an earlier
+ * use of the key (expired since): this request is a new one, under the next use.
+ */
+async function keyedCreation(services: Services, companyId: number, key: string, now: Date): Promise<{ bulkId: string; created?: RecordedEvent }> {
+  for (let use = 0; ; use++) {
+    const bulkId = keyedBulkId(companyId, key, use);
+    const created = (await services.store.readStream(bulkStreamId(bulkId))).find((e) => e.type === 'BulkSendCreated');
+    if (!created) return { bulkId };
+    if (!isFromAnEarlierUse((created.data as BulkEventData<'BulkSendCreated'>).createdAt, now)) return { bulkId, created };
+  }
+}
 
 /**
  * A keyed creation run again (its first run crashed after the commit point, before its answer was recorded): the
@@ -94,12 +112,10 @@ export const keyedBulkId = (companyId: number, key: string): string => determini
 async function alreadyCreated(
   services: Services,
   bulkId: string,
+  created: RecordedEvent,
   number: NumberRecord,
   quota: { canSend: boolean; remaining: number; dailyLimit: number },
-): Promise<CreatedBulk | undefined> {
-  const stream = await services.store.readStream(bulkStreamId(bulkId));
-  const created = stream.find((e) => e.type === 'BulkSendCreated');
-  if (!created) return undefined;
+): Promise<CreatedBulk> {
   const data = created.data as BulkEventData<'BulkSendCreated'>;
   if (await setJobState(services.pool, bulkId, 'queued', services.now(), ['draft'])) kickDispatchers();
   await services.runner.waitForEvents(created.position, ['BulkSendCreated'], 10_000).catch((err) => {
@@ -160,10 +176,11 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
   const quota = await quotaOf(pool, number.id, tier, now);
   const needed = tier === 'TIER_UNLIMITED' ? unique : unique - (await recipientsInWindow(pool, number.id, recipients.map((r) => r.phone), now));
 
-  const bulkId = input.idempotencyKey === undefined ? randomUUID() : keyedBulkId(input.companyId, input.idempotencyKey);
+  let bulkId: string = randomUUID();
   if (input.idempotencyKey !== undefined) {
-    const earlier = await alreadyCreated(services, bulkId, number, quota);
-    if (earlier) return earlier;
+    const keyed = await keyedCreation(services, input.companyId, input.idempotencyKey, now);
+    if (keyed.created) return alreadyCreated(services, keyed.bulkId, keyed.created, number, quota);
+    bulkId = keyed.bulkId;
     // a draft job left by a run cut short is replaced by this run's (the lease sweep deletes stale drafts)
     await pool.query(`DELETE FROM bulk_work.jobs WHERE bulk_id = $1 AND state = 'draft'`, [bulkId]);
   }

@@ -10,7 +10,7 @@ import type { Services } from '../../services';
 import type { RecordedEvent } from '../../ports/event-store';
 import { WrongExpectedRevisionError } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
-import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, KEY_TTL_MS, LEASE_MS } from '../../shared/idempotency-key';
+import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, isFromAnEarlierUse, LEASE_MS } from '../../shared/idempotency-key';
 import { canonicalJson } from '../../shared/canonical-json';
 import { Wakeups } from '../../shared/wakeups';
 import { DomainError, fold } from '../decider';
@@ -72,7 +72,7 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, id
   for (let attempt = 0; attempt < MAX_ATTEMPTS; ) {
     const sendId = keyedSendId(input.companyId, key, attempt);
     const stored = await services.store.readStream(sendStreamId(sendId));
-    if (stored.length > 0 && isFromAnEarlierUse(services, stored[0])) {
+    if (stored.length > 0 && isAttemptOfAnEarlierUse(services, stored[0])) {
       attempt++;
       continue;
     }
@@ -110,9 +110,8 @@ const requestedAtOf = (first: RecordedEvent): number =>
   first.type === 'TemplateSendRequested' ? Date.parse((first.data as { requestedAt: string }).requestedAt) : NaN;
 
 /** An attempt older than the key's 24 h belongs to an earlier use of the key. */
-function isFromAnEarlierUse(services: Services, first: RecordedEvent): boolean {
-  return services.now().getTime() - requestedAtOf(first) >= KEY_TTL_MS;
-}
+const isAttemptOfAnEarlierUse = (services: Services, first: RecordedEvent): boolean =>
+  first.type === 'TemplateSendRequested' && isFromAnEarlierUse((first.data as { requestedAt: string }).requestedAt, services.now());
 
 type Made = Answer & { recorded?: boolean };
 

@@ -5,7 +5,7 @@ import { DomainError } from '../decider';
 import { executeCommand, type ReadModelWaiter } from '../handle';
 import { deterministicUuid } from '../send/ids';
 import { type Command, PREVIOUS_SECRET_GRACE_MS, webhookEndpointDecider, webhookEndpointStream } from './decider';
-import { KEY_TTL_MS } from '../../shared/idempotency-key';
+import { isFromAnEarlierUse, KEY_TTL_MS, keyedIdSeed } from '../../shared/idempotency-key';
 import { generateWebhookSecret, type SecretBox } from './secrets';
 
 export interface WebhookEndpointDeps {
@@ -20,13 +20,15 @@ type Actor = { actor: string; companyId: number };
 const run = (deps: WebhookEndpointDeps, endpointId: string, command: Command, who: Actor) =>
   executeCommand(deps, webhookEndpointStream(endpointId), webhookEndpointDecider, command, { ...who, now: deps.now });
 
-/** The endpoint id of a creation under an Idempotency-Key (docs/idempotency.md). */
-export const keyedEndpointId = (companyId: number, key: string): string => deterministicUuid('idempotency:webhook-endpoint', `${companyId}:${key}`);
+/** The endpoint id of a creation under an Idempotency-Key, in the key's `use` (docs/idempotency.md). */
+export const keyedEndpointId = (companyId: number, key: string, use = 0): string =>
+  deterministicUuid('idempotency:webhook-endpoint', keyedIdSeed(companyId, key, use));
 
 /**
  * Registers an endpoint; returns its id and the clear secret (shown to the client once). Under an Idempotency-Key
  * the id comes from the key, so a creation run again after a crash finds the endpoint it created and returns its
- * current secret instead of registering a second one.
+ * current secret instead of registering a second one; an endpoint the key made 24 h or more ago belongs to an
+ * earlier use of the key, which now registers a new one under its next use.
  */
 export async function createWebhookEndpoint(
   deps: WebhookEndpointDeps,
@@ -34,14 +36,19 @@ export async function createWebhookEndpoint(
   input: { url: string; eventTypes: WebhookEventType[]; description: string | null },
   idempotencyKey?: string,
 ): Promise<{ endpointId: string; secret: string }> {
-  const endpointId = idempotencyKey === undefined ? randomUUID() : keyedEndpointId(who.companyId, idempotencyKey);
   const secret = generateWebhookSecret();
-  const result = await run(deps, endpointId, { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: deps.box.seal(secret), now: deps.now() }, who);
-  if (result.events.length > 0) return { endpointId, secret };
-  const stored = await deps.store.readStream(webhookEndpointStream(endpointId));
-  const sealed = stored.filter((e) => e.type === 'WebhookEndpointCreated' || e.type === 'WebhookEndpointSecretRotated').at(-1)?.data as { secret: string };
-  await deps.waiter.waitForEvents(stored.at(-1)!.position, stored.map((e) => e.type));
-  return { endpointId, secret: deps.box.open(sealed.secret) };
+  const sealedSecret = deps.box.seal(secret);
+  for (let use = 0; ; use++) {
+    const endpointId = idempotencyKey === undefined ? randomUUID() : keyedEndpointId(who.companyId, idempotencyKey, use);
+    const result = await run(deps, endpointId, { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: sealedSecret, now: deps.now() }, who);
+    if (result.events.length > 0) return { endpointId, secret };
+    const stored = await deps.store.readStream(webhookEndpointStream(endpointId));
+    const created = stored.find((e) => e.type === 'WebhookEndpointCreated')?.data as { createdAt: string } | undefined;
+    if (created && isFromAnEarlierUse(created.createdAt, deps.now())) continue;
+    const sealed = stored.filter((e) => e.type === 'WebhookEndpointCreated' || e.type === 'WebhookEndpointSecretRotated').at(-1)?.data as { secret: string };
+    await deps.waiter.waitForEvents(stored.at(-1)!.position, stored.map((e) => e.type));
+    return { endpointId, secret: deps.box.open(sealed.secret) };
+  }
 }
 
 export async function updateWebhookEndpoint(

@@ -1,7 +1,17 @@
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
 import { type Position, START } from '../ports/event-store';
 import { createEventRegistry } from '../events/catalogue';
+import { positiveInt } from './args';
 import { progress, progressDone, withCliRuntime } from './runtime';
+
+/** `--company 7` or `--company 7,9`: the company ids, each a positive integer (commander reports anything else). */
+const companyIds = (v: string): Set<number> => {
+  const parts = v.split(',').map((p) => p.trim());
+  if (parts.some((p) => !/^[1-9]\d*$/.test(p))) {
+    throw new InvalidArgumentError('A positive integer or a comma-separated list of positive integers is expected.');
+  }
+  return new Set(parts.map(Number));
+};
 
 export function registerEventCommands(program: Command): void {
   const events = program.command('events').description('the event log, for analytics replay');
@@ -11,13 +21,13 @@ export function registerEventCommands(program: Command): void {
     .description('stream the log as NDJSON (one event with metadata per line), resumable from a position')
     .option('--from <position>', 'start strictly after this position (the `position` of the last line you have)')
     .option('--type <types>', 'comma-separated event types to include')
-    .option('--company <ids>', 'comma-separated company ids to include')
-    .option('--limit <n>', 'stop after this many lines')
-    .action((opts: { from?: string; type?: string; company?: string; limit?: string }) =>
+    .option('--company <ids>', 'comma-separated company ids to include', companyIds)
+    .option('--limit <n>', 'stop after this many lines', positiveInt)
+    .action((opts: { from?: string; type?: string; company?: Set<number>; limit?: number }) =>
       withCliRuntime(async (s) => {
         const types = opts.type ? new Set(opts.type.split(',').map((t) => t.trim())) : undefined;
-        const companies = opts.company ? new Set(opts.company.split(',').map((c) => Number(c.trim()))) : undefined;
-        const limit = opts.limit ? Number(opts.limit) : Infinity;
+        const companies = opts.company;
+        const limit = opts.limit ?? Infinity;
         let position = (opts.from ?? START) as Position;
         if (position !== START) s.store.comparePositions(position, position); // validates the position's format
         let written = 0;

@@ -1,4 +1,5 @@
 import type { ContactListInfo, FieldDef, FieldScalar, FieldType, FieldVersion } from '../../events/contacts';
+import { isStorableInstant } from '../../shared/storable';
 
 // Pure domain rules of contacts and their versioned custom fields (no I/O). The shapes are src/events/contacts.ts's.
 
@@ -77,6 +78,12 @@ export function isValidDateTime(s: string): boolean {
   return !!m && validCalendarDate(Number(m[1]), Number(m[2]), Number(m[3])) && !Number.isNaN(Date.parse(s));
 }
 
+/** An instant given as an ISO 8601 string that Postgres can store: year 1 to 9999 once in UTC. */
+export const isStorableDateTime = (s: string): boolean => isStorableInstant(Date.parse(s));
+
+/** The message for a well-formed date-time outside the storable years, after the name of what holds it. */
+export const UNSTORABLE_DATETIME = 'must be an instant from year 0001 to 9999 (UTC)';
+
 export const isValidEmail = (s: string): boolean => s.length <= 254 && EMAIL_RE.test(s);
 
 export function isValidHttpUrl(s: string): boolean {
@@ -128,6 +135,7 @@ export function canonicalValue(def: FieldDef, raw: readonly unknown[]): { ok: tr
       if (typeof one !== 'string' || !isValidDateTime(one)) {
         return fail('value must be an ISO 8601 date-time with a zone (e.g. 2026-01-10T12:00:00Z)');
       }
+      if (!isStorableDateTime(one)) return fail(`value ${UNSTORABLE_DATETIME}`);
       return { ok: true, value: [one] };
     case 'time':
       if (typeof one !== 'string' || !TIME_RE.test(one)) return fail('value must be a time HH:MM or HH:MM:SS');

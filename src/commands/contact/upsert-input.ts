@@ -1,7 +1,7 @@
 import { CONTACT_SOURCES, type ContactSource } from '../../events/contacts';
 import { normalizePhone } from '../../shared/phone';
 import { DomainError } from '../decider';
-import { canonicalInstant, isValidDateTime, isValidEmail, isValidHttpUrl } from './model';
+import { canonicalInstant, isStorableDateTime, isValidDateTime, isValidEmail, isValidHttpUrl, UNSTORABLE_DATETIME } from './model';
 
 // The upsert request body (spec: POST /api/v1/external/contacts/upsert/), parsed into a command input.
 // Top-level keys in snake_case or camelCase; keys inside custom_fields items only snake_case. Every problem is
@@ -83,7 +83,7 @@ export function parseUpsertBody(body: unknown): UpsertInput {
 
   const given = new Map<Canonical, { name: string; value: unknown }>();
   for (const [name, value] of Object.entries(body)) {
-    const canonical = ACCEPTED[name];
+    const canonical = Object.hasOwn(ACCEPTED, name) ? ACCEPTED[name] : undefined;
     if (!canonical) {
       problems.push(
         isProtectedField(name)
@@ -224,6 +224,8 @@ function parseCustomFieldItem(item: unknown, index: number, problems: string[]):
     if (e === null) expiresAt = null;
     else if (typeof e !== 'string' || !isValidDateTime(e)) {
       problems.push(`${at}.expires_at must be an ISO 8601 date-time with a zone (e.g. 2026-12-31T23:59:59Z) or null`);
+    } else if (!isStorableDateTime(e)) {
+      problems.push(`${at}.expires_at ${UNSTORABLE_DATETIME}`);
     } else expiresAt = canonicalInstant(e);
   }
   if (problems.length > before) return undefined;

@@ -24,6 +24,7 @@ import {
   listBulkSends,
 } from '../../projections/bulk/queries';
 import type { Services } from '../../services';
+import { isStorableInstant } from '../../shared/storable';
 import { requireCompany } from '../auth';
 import { ApiError, detailNotFound, fieldErrors, notFound } from '../errors';
 import { pageLinks } from '../page-links';
@@ -166,9 +167,14 @@ const choice = <T extends string>(values: readonly T[]) =>
 const dateParam = () =>
   optionalText().transform((v, ctx) => {
     if (v === undefined || v === '') return undefined;
-    const ok = DATE.test(v) && !Number.isNaN(Date.parse(`${v}T00:00:00Z`)) && new Date(`${v}T00:00:00Z`).toISOString().startsWith(v);
+    const midnight = new Date(`${v}T00:00:00Z`);
+    const ok = DATE.test(v) && !Number.isNaN(midnight.getTime()) && midnight.toISOString().startsWith(v);
     if (!ok) {
       ctx.addIssue({ code: 'custom', message: 'Enter a valid date in YYYY-MM-DD format.' });
+      return z.NEVER;
+    }
+    if (!isStorableInstant(midnight)) {
+      ctx.addIssue({ code: 'custom', message: 'Enter a date from 0001-01-01 to 9999-12-31.' });
       return z.NEVER;
     }
     return v;
@@ -190,8 +196,8 @@ const listQuerySchema = z.object({
       return Number(v);
     })
     .describe('internal template id'),
-  created_after: dateParam().describe('YYYY-MM-DD, inclusive (UTC)'),
-  created_before: dateParam().describe('YYYY-MM-DD, inclusive (UTC)'),
+  created_after: dateParam().describe('YYYY-MM-DD, inclusive (UTC), 0001-01-01 to 9999-12-31'),
+  created_before: dateParam().describe('YYYY-MM-DD, inclusive (UTC), 0001-01-01 to 9999-12-31'),
   ...pagingShape,
 });
 const messagesQuerySchema = z.object({ status: choice(MESSAGE_STATUSES).describe(MESSAGE_STATUSES.join(', ')), ...pagingShape });
@@ -253,9 +259,13 @@ function messageItem(m: BulkMessageRow) {
 }
 
 
+/** The rows of a page; a page whose first row lies beyond any table's size (its offset would overflow the query's
+ * bigint) is past the last page without asking. */
 function pageWindow(pageNumber: number, requestedSize: number) {
   const limit = Math.min(requestedSize, MAX_PAGE_SIZE);
-  return { limit, offset: (pageNumber - 1) * limit };
+  const offset = (pageNumber - 1) * limit;
+  if (!Number.isSafeInteger(offset)) throw detailNotFound('Invalid page.');
+  return { limit, offset };
 }
 
 function checkPage(pageNumber: number, limit: number, count: number): void {

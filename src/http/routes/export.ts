@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Services } from '../../services';
+import { isStorableInstant } from '../../shared/storable';
 import { ExportCursorCodec, type CursorState, type ExportFilters } from '../../projections/conversations/export-cursor';
 import { CHANNEL_GROUPS, type ExportInclude, openMessageExport } from '../../projections/conversations/export';
 import { ApiError } from '../errors';
@@ -20,8 +21,8 @@ const INCLUDE_VALUES = ['classifications', 'extractions', 'tool_calls', 'trace_i
 
 const querystring = z.object({
   company_id: z.string().optional().describe('one company id, or a comma-separated list (global keys)'),
-  from: z.string().optional().describe('ISO 8601, inclusive'),
-  to: z.string().optional().describe('ISO 8601, exclusive; after `from`, at most 31 days later'),
+  from: z.string().optional().describe('ISO 8601, inclusive; year 0001 to 9999 in UTC'),
+  to: z.string().optional().describe('ISO 8601, exclusive; after `from`, at most 31 days later; year 0001 to 9999 in UTC'),
   channel: z.string().optional().describe('msgapp, photoapp, socialmsg or all (default)'),
   agent_id: z.string().optional().describe('AI agent id, or a comma-separated list: only messages those agents wrote'),
   direction: z.string().optional().describe('incoming, outgoing or all (default)'),
@@ -60,7 +61,7 @@ export function parseInstant(raw: string): Date | undefined {
   if (!m) return undefined;
   const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone = 'Z'] = m;
   const year = Number(y), month = Number(mo), day = Number(d), hour = Number(h), minute = Number(mi), second = Number(s);
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const daysInMonth = utcDate(year, month, 0).getUTCDate();
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
   let offsetMin = 0;
   if (zone !== 'Z' && zone !== 'z') {
@@ -71,7 +72,25 @@ export function parseInstant(raw: string): Date | undefined {
     offsetMin = sign * (oh * 60 + om);
   }
   const ms = Number((frac + '000').slice(0, 3));
-  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
+  const local = utcDate(year, month - 1, day);
+  local.setUTCHours(hour, minute, second, ms);
+  return new Date(local.getTime() - offsetMin * 60_000);
+}
+
+/** Midnight UTC of a day, the year taken as written: Date.UTC reads years 0-99 as 1900-1999. */
+function utcDate(year: number, monthIndex: number, day: number): Date {
+  const date = new Date(0);
+  date.setUTCFullYear(year, monthIndex, day);
+  return date;
+}
+
+/** A required `from` or `to`: ISO 8601 (parseInstant) and an instant Postgres can store (year 1 to 9999, UTC). */
+function instantParam(name: 'from' | 'to', raw: string | undefined): Date {
+  if (!raw) throw invalid(`${name} is required (ISO 8601)`);
+  const at = parseInstant(raw);
+  if (!at) throw invalid(`${name} must be an ISO 8601 date or date-time`);
+  if (!isStorableInstant(at)) throw invalid(`${name} must be an instant from year 0001 to 9999 (UTC)`);
+  return at;
 }
 
 const trimmed = (value: string | undefined): string | undefined => (value === undefined ? undefined : value.trim());
@@ -82,14 +101,8 @@ export function parseExportQuery(q: Query): ParsedExportQuery {
   if (!companyRaw) throw invalid('company_id is required');
   const companyIds = idList('company_id', companyRaw, MAX_COMPANIES);
 
-  const fromRaw = trimmed(q.from);
-  if (!fromRaw) throw invalid('from is required (ISO 8601)');
-  const from = parseInstant(fromRaw);
-  if (!from) throw invalid('from must be an ISO 8601 date or date-time');
-  const toRaw = trimmed(q.to);
-  if (!toRaw) throw invalid('to is required (ISO 8601)');
-  const to = parseInstant(toRaw);
-  if (!to) throw invalid('to must be an ISO 8601 date or date-time');
+  const from = instantParam('from', trimmed(q.from));
+  const to = instantParam('to', trimmed(q.to));
   if (from.getTime() >= to.getTime()) throw invalid('from must be earlier than to');
   if (to.getTime() - from.getTime() > MAX_RANGE_MS) throw invalid('from..to spans more than 31 days: to must be at most 31 days after from');
 
@@ -103,7 +116,7 @@ export function parseExportQuery(q: Query): ParsedExportQuery {
   }
 
   const channelRaw = trimmed(q.channel) || 'all';
-  if (channelRaw !== 'all' && !(channelRaw in CHANNEL_GROUPS)) throw invalid('channel must be one of msgapp, photoapp, socialmsg, all');
+  if (channelRaw !== 'all' && !Object.hasOwn(CHANNEL_GROUPS, channelRaw)) throw invalid('channel must be one of msgapp, photoapp, socialmsg, all');
   const channels = channelRaw === 'all' ? null : CHANNEL_GROUPS[channelRaw as keyof typeof CHANNEL_GROUPS];
 
   const directionRaw = trimmed(q.direction) || 'all';

@@ -7,7 +7,7 @@ import { webhookBody, webhookIdOf } from '../commands/webhook-endpoint/payload';
 import { findSendsByIds, type SendRecord } from '../projections/sends/queries';
 import { findContactsForRecipients } from '../projections/sends/contacts';
 import { getBulkSend } from '../projections/bulk/queries';
-import { BULK_SCHEMA } from '../projections/bulk/projection';
+import { BULK_SCHEMA, bulkFailureMessage } from '../projections/bulk/projection';
 
 // Maps log events to client webhook events (docs/webhooks.md). Message events are built from the recorded
 // transitions (the deciders made them monotonic), with the rest of the status record from the read models,
@@ -27,6 +27,12 @@ export const SOURCE_EVENT_TYPES: readonly string[] = [
   'BulkSendStarted', 'BulkSendFinished', 'BulkRecipientsDispatched', 'BulkRecipientsRejected', 'BulkRecipientStatusRecorded',
   'ContactCreated', 'ContactProfileChanged', 'CustomFieldValueSet', 'CustomFieldValueCleared',
 ];
+
+const CONTACT_EVENT_TYPES: readonly string[] = ['ContactCreated', 'ContactProfileChanged', 'CustomFieldValueSet', 'CustomFieldValueCleared'];
+
+/** Whether `next` belongs to the contact upsert `e` is part of (one append of the contact's stream: one contact.upserted). */
+export const continuesUpsert = (e: RecordedEvent, next: RecordedEvent): boolean =>
+  CONTACT_EVENT_TYPES.includes(e.type) && next.streamId === e.streamId && next.metadata.correlationId === e.metadata.correlationId;
 
 type Data<T extends SendEvent['type']> = Extract<SendEvent, { type: T }>['data'];
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
@@ -89,7 +95,7 @@ export async function toWebhookEvents(pool: Pool, events: readonly RecordedEvent
         const m = bulkMessages.get(`${d.bulkId}:${d.index}`);
         const snapshot = d.status === 'delivered' ? { delivered_at: d.at }
           : d.status === 'read' ? { delivered_at: iso(m?.delivered_at), read_at: d.at }
-            : { delivered_at: iso(m?.delivered_at), error_message: d.errorMessage };
+            : { delivered_at: iso(m?.delivered_at), error_message: bulkFailureMessage(d.errorCode, d.errorMessage) };
         emit(e, d.companyId, `message.${d.status}`, bulkItem(d.bulkId, m, m?.recipient_phone ?? null, d.providerMessageId, { status: d.status, sent_at: iso(m?.processed_at), ...snapshot }),
           bulkWebhookId(d.bulkId, d.index, d.status));
         break;
@@ -111,9 +117,9 @@ export async function toWebhookEvents(pool: Pool, events: readonly RecordedEvent
         break;
       }
       case 'ContactCreated': case 'ContactProfileChanged': case 'CustomFieldValueSet': case 'CustomFieldValueCleared': {
-        // one contact.upserted per append: the run of this contact's events with the same correlation id
+        // one contact.upserted per append; the fan-out never splits one across batches (readWholeUpserts)
         let j = i;
-        while (j + 1 < events.length && events[j + 1].streamId === e.streamId && events[j + 1].metadata.correlationId === e.metadata.correlationId) j++;
+        while (j + 1 < events.length && continuesUpsert(e, events[j + 1])) j++;
         const run = events.slice(i, j + 1);
         i = j;
         const d = e.data as { companyId: number; contactId: number };

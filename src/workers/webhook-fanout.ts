@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Services } from '../services';
-import { START, type Position } from '../ports/event-store';
+import { START, type EventStore, type Position, type ReadAllBatch, type RecordedEvent } from '../ports/event-store';
 import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
 import { secondsBehind } from '../projections/store';
 import { inTransaction } from '../shared/tx';
@@ -8,7 +8,7 @@ import { enabledEndpointsOf } from '../projections/webhooks/queries';
 import { sendsProjection } from '../projections/sends/projection';
 import { bulkProjection } from '../projections/bulk/projection';
 import { webhooksProjection } from '../projections/webhooks/projection';
-import { SOURCE_EVENT_TYPES, toWebhookEvents } from './webhook-events';
+import { continuesUpsert, SOURCE_EVENT_TYPES, toWebhookEvents } from './webhook-events';
 import { intakeOf } from './webhook-handoff';
 
 // The fan-out (docs/webhooks.md): reads the event log from its checkpoint and queues one delivery per (webhook
@@ -94,7 +94,8 @@ export interface IdleHint {
 const FULL_CHECK_EVERY_MS = 10_000;
 
 /**
- * One batch; returns how many log events it read (0: nothing new, or another process holds the fan-out).
+ * One batch; returns how many log events it read (0: nothing new, or another process holds the fan-out; more than
+ * `batchSize`: more follow at once).
  * Only the last step is a transaction (the deliveries and the new checkpoint, together): an open transaction
  * would hold back every reader of the event log (readAll stops below the oldest running transaction).
  */
@@ -109,7 +110,7 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     locked = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [LOCK])).rows[0].ok;
     if (!locked) return 0;
     const position = (await checkpointOf(client))!; // the row is made before the fan-out's first batch
-    const batch = await services.store.readAll(position, batchSize);
+    const { batch, read } = await readWholeUpserts(services.store, position, batchSize);
     if (batch.events.length === 0) {
       idle.nothingAfter = position;
       idle.since = Date.now();
@@ -146,13 +147,41 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     });
     if (handOff && claim && claimed.length > 0) handOff.intake.receive(claimed, claim.until);
     if (queued.length > claimed.length) notifySender();
-    return batch.events.length;
+    return read;
   } finally {
     if (locked) await client.query('SELECT pg_advisory_unlock(hashtext($1))', [LOCK]).catch((err: Error) => (broken = err));
     // a session whose unlock failed is closed, which releases the lock
     client.release(broken);
   }
 }
+
+/**
+ * Up to `batchSize` events after `position`, ending with a whole contact upsert: one contact.upserted is made from
+ * its events together (./webhook-events.ts), so a batch never ends inside one. One event more is read to see whether
+ * the last one's upsert goes on; if it does, the batch stops before that upsert, or, when the batch is that upsert
+ * alone, reads on to its end. An append commits whole, so a read that comes back short ends with a whole upsert.
+ * `read`: how many events were read from the log.
+ */
+async function readWholeUpserts(store: EventStore, position: Position, batchSize: number): Promise<{ batch: ReadAllBatch; read: number }> {
+  const first = await store.readAll(position, batchSize + 1);
+  let read = first.events.length;
+  if (read <= batchSize) return { batch: first, read };
+  const events = first.events.slice(0, batchSize);
+  if (!continuesUpsert(events[batchSize - 1], first.events[batchSize])) return { batch: batchOf(events), read };
+  let start = batchSize - 1;
+  while (start > 0 && continuesUpsert(events[start - 1], events[start])) start--;
+  if (start > 0) return { batch: batchOf(events.slice(0, start)), read };
+  events.push(first.events[batchSize]);
+  for (;;) {
+    const more = await store.readAll(events[events.length - 1].position, batchSize);
+    read += more.events.length;
+    const end = more.events.findIndex((e) => !continuesUpsert(events[0], e));
+    events.push(...(end < 0 ? more.events : more.events.slice(0, end)));
+    if (end >= 0 || more.events.length < batchSize) return { batch: batchOf(events), read };
+  }
+}
+
+const batchOf = (events: RecordedEvent[]): ReadAllBatch => ({ events, nextPosition: events[events.length - 1].position });
 
 // In-process nudge: deliveries were queued unclaimed; the sender of this process claims them at once instead of at
 // its next poll.

@@ -2,7 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Services } from '../services';
 import { answeredOk, WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
-import { type ClaimedDelivery, claimDueDeliveries, releaseDeliveries } from '../projections/webhooks/deliveries';
+import { type ClaimedDelivery, claimDueDeliveries, type LeasedDelivery, releaseDeliveries } from '../projections/webhooks/deliveries';
 import { endpointsById } from '../projections/webhooks/queries';
 import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder';
 import { onDeliveriesQueued } from './webhook-fanout';
@@ -40,7 +40,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * How long a claimed batch is this sender's: then it is due again for any sender, which is how a process killed
  * mid-delivery loses nothing. Longer than a delivery can wait in hand: a claim adds at most a batch (200) to an
  * endpoint holding fewer than ENDPOINT_CONCURRENCY (128), so the last of them is posted after at most two
- * WEBHOOK_TIMEOUT_MS and answered by the third, 30 s. A delivery whose lease has passed is not posted.
+ * WEBHOOK_TIMEOUT_MS and answered by the third, 30 s. A delivery whose lease could end before its answer (within a
+ * timeout) is not posted: it is released, due again for any sender.
  */
 export const CLAIM_LEASE_MS = 60_000;
 /** How long an endpoint has to answer (the whole request). */
@@ -60,6 +61,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   const batchSize = options.batchSize ?? 200;
   const leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
   const pollMs = options.pollMs ?? 500;
+  const timeoutMs = options.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
   /** deliveries in hand for endpoints with room (and for fresh hand-offs waiting to be taken) */
   const budget = batchSize * (options.concurrency ?? 2);
   /** new work is taken once this much room is free (or nothing is in hand): claims and records stay batched */
@@ -69,7 +71,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     if (delta < 0) tableDue = true; // the claims passed its due deliveries over while it was full
   });
   const client = new WebhookHttpClient({
-    timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
+    timeoutMs,
     maxBodyBytes: options.maxBodyBytes ?? WEBHOOK_MAX_RESPONSE_BYTES,
     allowPrivate: services.config.webhooks.allowPrivateUrls,
     proxyUrl: services.config.webhooks.proxyUrl,
@@ -105,14 +107,27 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     capacity: () => (running ? Math.max(0, budget - handed.length) : 0),
     leaseUntil: (now) => new Date(now.getTime() + leaseMs),
     receive: (deliveries, leaseUntil) => {
-      if (!running) return void release(deliveries.map((d) => d.delivery_id));
+      if (!running) return void release(deliveries.map((d) => ({ deliveryId: d.delivery_id, leaseUntil })));
       for (const delivery of deliveries) handed.push({ delivery, leaseUntil: leaseUntil.getTime() });
       wake();
     },
   });
   // deliveries in hand this sender will not post: due now for any sender, not at the end of their lease
-  const release = (deliveryIds: string[]) =>
-    releaseDeliveries(services.pool, deliveryIds, services.now()).catch((err) => services.logger.warn({ err }, 'could not release webhook deliveries'));
+  const release = (deliveries: LeasedDelivery[]) =>
+    releaseDeliveries(services.pool, deliveries, services.now()).catch((err) => services.logger.warn({ err }, 'could not release webhook deliveries'));
+  const leased = (d: ClaimedDelivery, leaseUntil: number): LeasedDelivery => ({ deliveryId: d.delivery_id, leaseUntil: new Date(leaseUntil) });
+  /** deliveries refused at their lease's edge, released together (a lane's waiting deliveries reach it together) */
+  let refused: LeasedDelivery[] = [];
+  let releasingRefused: Promise<void> = Promise.resolve();
+  const releaseRefused = (delivery: LeasedDelivery) => {
+    if (refused.push(delivery) > 1) return;
+    releasingRefused = new Promise<void>((r) => setImmediate(r))
+      .then(() => release(refused.splice(0)))
+      .then(() => {
+        tableDue = true;
+        wake();
+      });
+  };
   /**
    * Room for new deliveries: the budget less what endpoints with room hold and the answers not yet recorded (so a
    * slow database holds the sender back, as their leases run); the full endpoints' lanes count against a larger bound.
@@ -202,7 +217,8 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     let answer: Answered | undefined;
     try {
       const sentAt = services.now();
-      if (sentAt.getTime() >= leaseUntil) return; // due again in the table: another sender may have it
+      // an answer could come after the lease's end, when another sender may have claimed it: due again now instead
+      if (sentAt.getTime() + timeoutMs >= leaseUntil) return void releaseRefused(leased(d, leaseUntil));
       const secrets = [ep.secret, ...(ep.previousSecret && ep.previousValidUntil && ep.previousValidUntil > sentAt ? [ep.previousSecret] : [])];
       const signature = secrets.map((s) => signerOf(s).sign(d.webhook_id, sentAt, d.payload)).join(' ');
       const res = await client.post({
@@ -300,11 +316,12 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       unregister();
       wake();
       await filler;
-      const notPosted = lanes.takeWaiting().map((h) => h.delivery.delivery_id);
+      const notPosted = [...lanes.takeWaiting(), ...handed.splice(0)].map((h) => leased(h.delivery, h.leaseUntil));
       await inFlightEnded();
       await recorder.flush();
       client.close();
-      await release([...notPosted, ...handed.splice(0).map((h) => h.delivery.delivery_id)]);
+      await releasingRefused;
+      await release(notPosted);
     },
   };
 }

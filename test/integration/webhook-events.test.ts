@@ -103,6 +103,31 @@ describe('webhook event types', () => {
     expect(bodies('/bulk-other')).toEqual([]); // another company's endpoint
   });
 
+  it("a bulk message.failed carries the bulk message item's error_message: the provider's code when it gave no message, else 'failed'", async () => {
+    await register('/bulk-failed', ['message.sent', 'message.failed']);
+    const created = await api('POST', '/api/v1/platform-templates/send-bulk/', {
+      phone_number_id: BULK_CO.unlimited.phoneNumberId, template_name: 'welcome', recipients: [{ phone: '+5491155550031' }, { phone: '+5491155550041' }],
+    });
+    expect(created.statusCode).toBe(202);
+    const bulkId = created.json().bulk_send_id as string;
+    const sent = await waitUntil(async () => {
+      const s = bodies('/bulk-failed').filter((b) => b.type === 'message.sent');
+      return s.length === 2 && s.sort((x, y) => x.data.recipient_phone.localeCompare(y.data.recipient_phone));
+    }, 20_000, 'two message.sent');
+    const [coded, bare] = sent.map((s) => s.data.meta_message_id as string);
+    const codeOnly = { errors: [{ code: 131026 } as { code: number; title: string }] }; // no message, title or details
+    expect((await postWebhook(t.app, statusBody(BULK_CO.unlimited.phoneNumberId, coded, 'failed', T1, codeOnly))).statusCode).toBe(200);
+    expect((await postWebhook(t.app, statusBody(BULK_CO.unlimited.phoneNumberId, bare, 'failed', T1))).statusCode).toBe(200);
+    const failed = await waitUntil(async () => {
+      const f = bodies('/bulk-failed').filter((b) => b.type === 'message.failed');
+      return f.length === 2 && f;
+    }, 20_000, 'two message.failed');
+    const page = (await api('GET', `/api/v1/platform-templates/bulk-sends/${bulkId}/messages/?page_size=10`)).json();
+    const itemOf = (id: string) => page.results.find((m: { meta_message_id: string }) => m.meta_message_id === id);
+    expect([itemOf(coded).error_message, itemOf(bare).error_message]).toEqual(['provider error 131026', 'failed']);
+    for (const id of [coded, bare]) expect(failed.find((b) => b.data.meta_message_id === id).data).toEqual({ ...itemOf(id), bulk_send_id: bulkId });
+  });
+
   it('contact.upserted names the custom fields that got new versions', async () => {
     await register('/contacts', ['contact.upserted']);
     const upsert = (body: unknown) => api('POST', '/api/v1/external/contacts/upsert/', body);

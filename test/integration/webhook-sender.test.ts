@@ -2,7 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Resolver } from '../../src/adapters/webhooks/address-guard';
 import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
-import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, claimDueDeliveries } from '../../src/projections/webhooks/deliveries';
+import { disableFailingEndpoint } from '../../src/commands/webhook-endpoint/handler';
+import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
+import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, claimDueDeliveries, setDeliveriesAside } from '../../src/projections/webhooks/deliveries';
 import { answerError } from '../../src/workers/webhook-attempt-recorder';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
 import { ENDPOINT_CONCURRENCY, startWebhookSender, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS } from '../../src/workers/webhook-sender';
@@ -259,6 +261,117 @@ describe('webhook sender', () => {
     } finally {
       await sender.stop();
     }
+  });
+
+  it('an endpoint disabled for failing and enabled again starts a new failure streak: one failed answer does not disable it again', async () => {
+    const ep = await register('/re-enabled');
+    const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(t.services.secrets.apiKeyPepper), now: t.services.now };
+    await queue(ep.id, 2, 're-enabled');
+    // failing for 6 days, then disabled by the recorder's rule, its deliveries set aside
+    await t.db.pool.query(
+      `INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) VALUES ($1, now() - interval '6 days')
+       ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = EXCLUDED.failing_since`, [ep.id]);
+    expect(await disableFailingEndpoint(deps, SHOP.companyId, ep.id, 'failing')).toBe(true);
+    await setDeliveriesAside(t.db.pool, ep.id);
+    const shown = async () => (await t.app.inject({ method: 'GET', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key } })).json();
+    expect(await shown()).toMatchObject({ enabled: false, disabled_reason: 'failing' });
+
+    const patched = await t.app.inject({ method: 'PATCH', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key }, payload: { enabled: true } });
+    expect(patched.statusCode).toBe(200);
+    let failures = 1; // one 503, then 204s
+    receiver.respond((r) => (r.path === '/re-enabled' && failures-- > 0 ? 503 : 204));
+    const sender = startWebhookSender(t.services, { pollMs: 10, schedule: [50], endpointConcurrency: 1 }); // one answer at a time
+    try {
+      await waitUntil(async () => receiver.received.filter((r) => r.path === '/re-enabled').length === 2, 10_000, 'both deliveries, one of them retried');
+    } finally {
+      await sender.stop();
+    }
+    expect(receiver.received.filter((r) => r.path === '/re-enabled').map((r) => r.headers['webhook-id']).sort()).toEqual(['msg_re-enabled0', 'msg_re-enabled1']);
+    expect(await shown()).toMatchObject({ enabled: true, disabled_reason: null });
+    const attempts = await t.db.pool.query<{ status_code: number }>('SELECT status_code FROM webhooks.attempts WHERE endpoint_id = $1 ORDER BY attempt_id', [ep.id]);
+    expect(attempts.rows.map((a) => a.status_code)).toEqual([503, 204, 204]);
+  });
+
+  it('a new URL starts a new failure streak; a PATCH that neither enables the endpoint nor changes its URL keeps it', async () => {
+    const ep = await register('/streak-url');
+    const since = new Date(Date.now() - 4 * 24 * 3600_000);
+    await t.db.pool.query('INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) VALUES ($1, $2)', [ep.id, since]);
+    const patch = async (payload: object) =>
+      expect((await t.app.inject({ method: 'PATCH', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key }, payload })).statusCode).toBe(200);
+    const failingSince = async () => (await t.db.pool.query<{ failing_since: Date | null }>(
+      'SELECT failing_since FROM webhooks.endpoint_health WHERE endpoint_id = $1', [ep.id])).rows[0].failing_since;
+    await patch({ description: 'still the same server', enabled: true, url: receiver.url('/streak-url') }); // enabled already, same URL
+    expect(await failingSince()).toEqual(since);
+    await patch({ url: receiver.url('/streak-url-new') });
+    expect(await failingSince()).toBeNull();
+  });
+
+  it('a delivery whose answer could come after its lease ends (within a timeout) is not posted on that lease: released, claimed again, posted once', async () => {
+    const ep = await register('/lease-edge');
+    const LEASE = 60_000;
+    const TIMEOUT = 10_000;
+    let clock = Date.parse('2026-03-01T10:00:00.000Z');
+    const services = { ...t.services, now: () => new Date(clock) };
+    await queue(ep.id, 2, 'lease-edge', new Date(clock));
+    let answer!: () => void;
+    const held = new Promise<void>((ok) => (answer = ok));
+    const leaseAtPost = new Map<string, number>();
+    receiver.respond(async (r) => {
+      if (r.path !== '/lease-edge') return 204;
+      const id = r.headers['webhook-id'] as string;
+      const row = await t.db.pool.query<{ next_attempt_at: Date }>('SELECT next_attempt_at FROM webhooks.deliveries WHERE endpoint_id = $1 AND webhook_id = $2', [ep.id, id]);
+      leaseAtPost.set(id, row.rows[0].next_attempt_at.getTime());
+      if (leaseAtPost.size === 1) await held;
+      return 204;
+    });
+    const sender = startWebhookSender(services, { pollMs: 10, endpointConcurrency: 1, timeoutMs: TIMEOUT }); // one request at a time: one waits
+    try {
+      await waitUntil(async () => leaseAtPost.size === 1, 10_000, 'the first delivery in flight');
+      const firstLease = clock + LEASE;
+      expect([...leaseAtPost.values()]).toEqual([firstLease]);
+      clock = firstLease - TIMEOUT / 2; // the lease has not ended, but would before the next request could time out
+      answer();
+      await waitUntil(async () => leaseAtPost.size === 2, 10_000, 'the second delivery');
+      await new Promise((r) => setTimeout(r, 200)); // nothing more arrives
+      const [, second] = [...leaseAtPost.values()];
+      expect(second).toBe(clock + LEASE); // posted on a new claim, not on the lease that was about to end
+    } finally {
+      await sender.stop();
+    }
+    expect(receiver.received.filter((r) => r.path === '/lease-edge').map((r) => r.headers['webhook-id']).sort()).toEqual(['msg_lease-edge0', 'msg_lease-edge1']);
+  });
+
+  it("stopping, a sender releases a waiting delivery only while its lease is still the sender's: another sender's claim of it is left alone", async () => {
+    const ep = await register('/lease-taken');
+    const LEASE = 60_000;
+    let clock = Date.parse('2026-03-01T10:00:00.000Z');
+    const services = { ...t.services, now: () => new Date(clock) };
+    await queue(ep.id, 2, 'lease-taken', new Date(clock));
+    let answer!: () => void;
+    const held = new Promise<void>((ok) => (answer = ok));
+    let arrived = 0;
+    receiver.respond(async (r) => {
+      if (r.path !== '/lease-taken') return 204;
+      arrived++;
+      await held;
+      return 204;
+    });
+    // one request at a time: one delivery waits in the lane; no claim of its own after the first
+    const sender = startWebhookSender(services, { pollMs: 120_000, endpointConcurrency: 1 });
+    await waitUntil(async () => arrived === 1, 10_000, 'the first delivery in flight');
+    // the lease ends while the request is held; another sender claims what is due
+    clock += LEASE + 1;
+    const otherLease = new Date(clock + LEASE);
+    const taken = await claimDueDeliveries(t.db.pool, new Date(clock), 1000, otherLease);
+    expect(taken.filter((d) => d.endpoint_id === ep.id)).toHaveLength(2);
+    const stopped = sender.stop();
+    answer();
+    await stopped;
+    const waiting = await t.db.pool.query<{ status: string; next_attempt_at: Date | null }>(
+      `SELECT status, next_attempt_at FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending'`, [ep.id]);
+    expect(waiting.rows).toEqual([{ status: 'pending', next_attempt_at: otherLease }]); // still the other sender's
+    expect(arrived).toBe(1);
+    await t.app.inject({ method: 'DELETE', url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key } }); // drops its delivery (due in real time), which the claims measured below would read
   });
 
   it("a failed answer's Retry-After (seconds or an HTTP-date) sets the next attempt when it asks for more than the schedule, up to 1 h", async () => {

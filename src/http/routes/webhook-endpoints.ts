@@ -12,7 +12,7 @@ import { secretBox } from '../../commands/webhook-endpoint/secrets';
 import { urlRefusal } from '../../adapters/webhooks/address-guard';
 import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks';
 import {
-  dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery, requeueFailedDeliveries, resumeDeliveries, setAsideWhileDisabled,
+  clearFailureStreak, dropPendingDeliveries, listDeliveryAttempts, queueDeliveries, requeueDelivery, requeueFailedDeliveries, resumeDeliveries, setAsideWhileDisabled,
   setDeliveriesAside,
 } from '../../projections/webhooks/deliveries';
 import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } from '../../projections/webhooks/queries';
@@ -127,9 +127,11 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     schema: { tags, summary: 'Change url, event types or description; enable or disable', params: idParams, body: patchBody, response: { 200: endpointSchema, 400: errorSchema, 401: errorSchema, 404: errorSchema } },
     preHandler: auth,
   }, async (request) => {
-    await endpointOf(request, request.params.id);
+    const current = await endpointOf(request, request.params.id);
     checkUrl(request.body.url);
     const b = request.body;
+    // before the change, so no answer to a resumed delivery meets the old streak (docs/webhooks.md, "Delivery")
+    if ((b.enabled === true && !current.enabled) || (b.url !== undefined && b.url !== current.url)) await clearFailureStreak(services.pool, request.params.id);
     await updateWebhookEndpoint(deps, who(request), request.params.id, { url: b.url, eventTypes: b.event_types, description: b.description, enabled: b.enabled });
     if (b.enabled === false) await setDeliveriesAside(services.pool, request.params.id);
     if (b.enabled === true) await resumeDeliveries(services.pool, request.params.id, services.now());

@@ -5,6 +5,10 @@ import type { BulkEvent } from '../../events/bulk';
 
 export const BULK_SCHEMA = 'rm_bulk';
 
+/** A failed bulk message's error_message (the item and its message.failed webhook): the provider's, else its code. */
+export const bulkFailureMessage = (errorCode: string | null, errorMessage: string | null): string =>
+  errorMessage ?? (errorCode ? `provider error ${errorCode}` : 'failed');
+
 /**
  * Read model `bulk`: bulk sends with their counters, and one row per deduplicated recipient (the bulk message
  * items). Counters change in the same statement as the row they count (one round trip per event: a
@@ -199,7 +203,7 @@ export const bulkProjection: Projection = {
                UPDATE messages SET status = 'failed', failed_at = $3, error_code = $4, error_message = $5
                 WHERE bulk_id = $1 AND idx = $2 AND status IN ('sent', 'delivered') RETURNING 1)
              UPDATE bulk_sends SET failed_count = failed_count + 1 WHERE bulk_id = $1 AND EXISTS (SELECT 1 FROM m)`,
-            [d.bulkId, d.index, d.at, d.errorCode, d.errorMessage ?? (d.errorCode ? `provider error ${d.errorCode}` : 'failed')],
+            [d.bulkId, d.index, d.at, d.errorCode, bulkFailureMessage(d.errorCode, d.errorMessage)],
           );
         }
         return;
@@ -271,7 +275,7 @@ async function recordStatuses(tx: PoolClient, statuses: readonly StatusData[]): 
     [
       statuses.map((d) => d.bulkId), statuses.map((d) => d.index), statuses.map((d) => d.status), statuses.map((d) => d.at),
       statuses.map((d) => (d.status === 'failed' ? d.errorCode : null)),
-      statuses.map((d) => (d.status === 'failed' ? (d.errorMessage ?? (d.errorCode ? `provider error ${d.errorCode}` : 'failed')) : null)),
+      statuses.map((d) => (d.status === 'failed' ? bulkFailureMessage(d.errorCode, d.errorMessage) : null)),
     ],
   );
 }

@@ -197,13 +197,29 @@ const RECORD_ATTEMPTS_SQL = `WITH x AS (
   ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = COALESCE(webhooks.endpoint_health.failing_since, EXCLUDED.failing_since)
   RETURNING endpoint_id, failing_since <= $5::timestamptz AS stale`;
 
-/** Makes claimed deliveries due at `now` (a sender stopping with deliveries it was handed and did not post). */
-export async function releaseDeliveries(db: Db, deliveryIds: readonly string[], now: Date): Promise<void> {
-  if (deliveryIds.length === 0) return;
+/** A claimed delivery and the end of its lease (its next_attempt_at while the claim holds). */
+export interface LeasedDelivery {
+  deliveryId: string;
+  leaseUntil: Date;
+}
+
+/**
+ * Makes claimed deliveries due at `now` (a sender that will not post them), each only while its lease is still the
+ * one stored: once it ended, another sender may have claimed it (a new lease), and that claim is left alone.
+ */
+export async function releaseDeliveries(db: Db, deliveries: readonly LeasedDelivery[], now: Date): Promise<void> {
+  if (deliveries.length === 0) return;
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = $2 WHERE delivery_id = ANY($1::uuid[]) AND status = 'pending' AND next_attempt_at IS NOT NULL`,
-    [deliveryIds, now],
+    `UPDATE webhooks.deliveries d SET next_attempt_at = $3
+       FROM unnest($1::uuid[], $2::timestamptz[]) AS l(delivery_id, lease_until)
+      WHERE d.delivery_id = l.delivery_id AND d.status = 'pending' AND d.next_attempt_at = l.lease_until`,
+    [deliveries.map((d) => d.deliveryId), deliveries.map((d) => d.leaseUntil), now],
   );
+}
+
+/** Ends the endpoint's failure streak (enabled again, or given a new URL): its next failure starts a new one. */
+export async function clearFailureStreak(db: Db, endpointId: string): Promise<void> {
+  await db.query('UPDATE webhooks.endpoint_health SET failing_since = NULL WHERE endpoint_id = $1 AND failing_since IS NOT NULL', [endpointId]);
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Services } from '../services';
 import { answeredOk, WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { type ClaimedDelivery, claimDueDeliveries, type LeasedDelivery, releaseDeliveries } from '../projections/webhooks/deliveries';
-import { endpointsById } from '../projections/webhooks/queries';
+import { endpointsById, signingSecrets } from '../projections/webhooks/queries';
 import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { EndpointLanes, type HeldDelivery } from './webhook-lanes';
@@ -219,8 +219,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       const sentAt = services.now();
       // an answer could come after the lease's end, when another sender may have claimed it: due again now instead
       if (sentAt.getTime() + timeoutMs >= leaseUntil) return void releaseRefused(leased(d, leaseUntil));
-      const secrets = [ep.secret, ...(ep.previousSecret && ep.previousValidUntil && ep.previousValidUntil > sentAt ? [ep.previousSecret] : [])];
-      const signature = secrets.map((s) => signerOf(s).sign(d.webhook_id, sentAt, d.payload)).join(' ');
+      const signature = signingSecrets(ep, sentAt).map((s) => signerOf(s).sign(d.webhook_id, sentAt, d.payload)).join(' ');
       const res = await client.post({
         url: ep.url,
         body: d.payload,

@@ -97,6 +97,25 @@ describe('webhook delivery to a real receiver', () => {
     for (const secret of [ep.secret, rotated.secret]) expect(new Webhook(secret).verify(r.body, r.headers as Record<string, string>)).toMatchObject({ type: 'message.sent' });
   });
 
+  it('rotated several times within 24 h, every secret still in its 24 h signs (at most five); the oldest past that stops', async () => {
+    const ep = await register(['message.sent'], '/rotated-often');
+    const secrets = [ep.secret];
+    for (let i = 0; i < 5; i++) secrets.push((await api('POST', `${BASE}${ep.id}/rotate-secret/`)).json().secret);
+    const id = await sendWelcome('+5491155550303');
+    await waitUntil(async () => bodiesFor(id, '/rotated-often').length === 1, 20_000, 'the webhook');
+    const r = receiver.received.find((x) => x.path === '/rotated-often')!;
+    expect(String(r.headers['webhook-signature']).split(' ')).toHaveLength(5);
+    const verifies = (secret: string) => {
+      try {
+        new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    expect(secrets.map(verifies)).toEqual([false, true, true, true, true, true]);
+  });
+
   it("tenant isolation: an endpoint receives only its own company's events", async () => {
     await register(['message.sent'], '/shop');
     await register(['message.sent', 'message.delivered', 'message.read', 'message.failed', 'bulk_send.started', 'bulk_send.completed', 'contact.upserted'], '/other', OTHER.key);

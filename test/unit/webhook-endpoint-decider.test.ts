@@ -4,6 +4,7 @@ import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
 import { MAX_RETRY_AFTER_MS, nextRetryDelay, RETRY_SCHEDULE_MS, retryAfterDelay, retryDelayAfterFailure } from '../../src/workers/webhook-schedule';
 import type { WebhookEndpointEvent } from '../../src/events/webhooks';
 import { spec } from '../support/decider';
+import { signingSecrets } from '../../src/projections/webhooks/queries';
 
 const endpointId = '0d7a3c52-6a35-4c0f-9a1e-5b8c2f1d9e01';
 const now = new Date('2026-03-01T10:00:00.000Z');
@@ -124,5 +125,23 @@ describe('webhook secrets and retry schedule', () => {
     expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, 2, 1_000, half)).toBe(30_000);
     expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, 9, MAX_RETRY_AFTER_MS, half)).toBe(8 * 3_600_000);
     expect(retryDelayAfterFailure(RETRY_SCHEDULE_MS, RETRY_SCHEDULE_MS.length + 1, 60_000, half)).toBeUndefined();
+  });
+});
+
+describe('the secrets that sign a webhook', () => {
+  const at = new Date('2026-03-02T10:00:00.000Z');
+  const base = {
+    endpointId: 'e', companyId: 1, url: 'https://hooks.example/x', eventTypes: ['message.sent'], description: null, enabled: true,
+    disabledReason: null, createdAt: at, updatedAt: at, createdPosition: '0',
+  };
+  it('the current one, then the rotated-out ones whose 24 h are not over at the send, newest first', () => {
+    const ep = {
+      ...base, secret: 's3', previousSecret: 's2', previousValidUntil: new Date('2026-03-03T09:00:00.000Z'),
+      olderSecrets: [{ secret: 's1', validUntil: '2026-03-03T08:00:00.000Z' }, { secret: 's0', validUntil: '2026-03-02T10:00:00.000Z' }],
+    };
+    expect(signingSecrets(ep, at)).toEqual(['s3', 's2', 's1']); // s0's grace ends at the send: no longer
+    expect(signingSecrets(ep, new Date('2026-03-03T08:30:00.000Z'))).toEqual(['s3', 's2']);
+    expect(signingSecrets(ep, new Date('2026-03-03T09:00:00.000Z'))).toEqual(['s3']);
+    expect(signingSecrets({ ...ep, previousSecret: null, previousValidUntil: null, olderSecrets: [] }, at)).toEqual(['s3']);
   });
 });

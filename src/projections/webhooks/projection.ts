@@ -6,9 +6,16 @@ import { WEBHOOK_ENDPOINT_EVENT_TYPES, type WebhookEndpointEvent } from '../../e
 
 export const WEBHOOKS_SCHEMA = 'rm_webhooks';
 
+/**
+ * Secrets rotated out before the previous one that still sign (their 24 h not over): with the current and the
+ * previous, at most five signatures per webhook; a sixth rotation within 24 h ends the oldest's grace early.
+ */
+export const OLDER_SECRETS_KEPT = 3;
+
 export const webhooksProjection: Projection = {
   name: 'webhooks',
-  version: 1,
+  // 2: older_secrets (2026-11-27)
+  version: 2,
   schema: WEBHOOKS_SCHEMA,
   handles: WEBHOOK_ENDPOINT_EVENT_TYPES,
   ddl: `
@@ -23,6 +30,8 @@ export const webhooksProjection: Projection = {
       secret           text NOT NULL,
       previous_secret  text,
       previous_valid_until timestamptz,
+      -- secrets rotated out before previous_secret and still signing: [{secret, validUntil}], newest first
+      older_secrets    jsonb NOT NULL DEFAULT '[]',
       created_at       timestamptz NOT NULL,
       updated_at       timestamptz NOT NULL,
       created_position text NOT NULL
@@ -50,11 +59,18 @@ export const webhooksProjection: Projection = {
         await tx.query('UPDATE endpoints SET enabled = true, disabled_reason = NULL, updated_at = $2 WHERE endpoint_id = $1', [e.data.endpointId, at]);
         return;
       case 'WebhookEndpointSecretRotated':
-        // idempotent: a redelivered rotation finds its secret current already
+        // idempotent: a redelivered rotation finds its secret current already. The previous secret joins the older
+        // ones that still sign at the rotation's time, at most OLDER_SECRETS_KEPT.
         await tx.query(
-          `UPDATE endpoints SET previous_secret = secret, secret = $2, previous_valid_until = $3, updated_at = $4
+          `UPDATE endpoints SET
+             older_secrets = (SELECT COALESCE(jsonb_agg(o.s ORDER BY (o.s->>'validUntil')::timestamptz DESC), '[]')
+                FROM (SELECT s FROM jsonb_array_elements(older_secrets || CASE WHEN previous_secret IS NULL THEN '[]'::jsonb
+                        ELSE jsonb_build_array(jsonb_build_object('secret', previous_secret, 'validUntil', previous_valid_until)) END) s
+                       WHERE (s->>'validUntil')::timestamptz > $4::timestamptz
+                       ORDER BY (s->>'validUntil')::timestamptz DESC LIMIT $5) o),
+             previous_secret = secret, secret = $2, previous_valid_until = $3, updated_at = $4
             WHERE endpoint_id = $1 AND secret <> $2`,
-          [e.data.endpointId, e.data.secret, e.data.previousSecretValidUntil, at],
+          [e.data.endpointId, e.data.secret, e.data.previousSecretValidUntil, at, OLDER_SECRETS_KEPT],
         );
         return;
       case 'WebhookEndpointDeleted':

@@ -17,19 +17,29 @@ export interface WebhookEndpointRow {
   /** sealed; signs alongside `secret` until previousValidUntil */
   previousSecret: string | null;
   previousValidUntil: Date | null;
+  /** sealed; secrets rotated out before `previousSecret`, each signing until its validUntil (newest first) */
+  olderSecrets: Array<{ secret: string; validUntil: string }>;
   createdAt: Date;
   updatedAt: Date;
   createdPosition: string;
 }
 
 const COLUMNS = `endpoint_id, company_id, url, event_types, description, enabled, disabled_reason, secret, previous_secret,
-  previous_valid_until, created_at, updated_at, created_position`;
+  previous_valid_until, older_secrets, created_at, updated_at, created_position`;
 
 const toRow = (r: any): WebhookEndpointRow => ({
   endpointId: r.endpoint_id, companyId: r.company_id, url: r.url, eventTypes: r.event_types, description: r.description,
   enabled: r.enabled, disabledReason: r.disabled_reason, secret: r.secret, previousSecret: r.previous_secret,
-  previousValidUntil: r.previous_valid_until, createdAt: r.created_at, updatedAt: r.updated_at, createdPosition: r.created_position,
+  previousValidUntil: r.previous_valid_until, olderSecrets: r.older_secrets, createdAt: r.created_at, updatedAt: r.updated_at, createdPosition: r.created_position,
 });
+
+/** The sealed secrets that sign a webhook sent at `at`: the current one, then those rotated out still in their 24 h. */
+export function signingSecrets(ep: WebhookEndpointRow, at: Date): string[] {
+  const secrets = [ep.secret];
+  if (ep.previousSecret && ep.previousValidUntil && ep.previousValidUntil > at) secrets.push(ep.previousSecret);
+  for (const older of ep.olderSecrets) if (Date.parse(older.validUntil) > at.getTime()) secrets.push(older.secret);
+  return secrets;
+}
 
 export async function listWebhookEndpoints(db: Db, companyId: number): Promise<WebhookEndpointRow[]> {
   const { rows } = await db.query(`SELECT ${COLUMNS} FROM ${S}.endpoints WHERE company_id = $1 ORDER BY created_at, endpoint_id`, [companyId]);

@@ -1,6 +1,7 @@
 // The delivery consumer's per-record path: a status applied through its owner's applier, an inbound message recorded
 // on its conversation; and the caches this path shares with the batch handler (delivery-batch-handler.ts).
 import type { Services } from '../services';
+import type { EventToAppend } from '../ports/event-store';
 import { inboundProviderMessage } from '../commands/send/conversation';
 import { conversationStreamId } from '../commands/conversation/decider';
 import { deterministicUuid } from '../commands/send/ids';
@@ -8,6 +9,8 @@ import { PoisonRecordError, type RecordHandler } from '../ports/transport';
 import { findContactForRecipient } from '../projections/sends/contacts';
 import { findNumberByProviderId } from '../projections/sends/queries';
 import { normalizePhone } from '../shared/phone';
+import { hasUnstorableText } from '../shared/storable';
+import { InvalidEventError } from '../events/registry';
 import type { StatusApplier } from '../commands/delivery-status';
 import { isObject, parseStatusRecord, unixToIso } from './delivery-status-parsing';
 import { createOwnerFinder } from './provider-message-owners';
@@ -51,6 +54,9 @@ export function deliveryCore(services: Services, options: DeliveryConsumerOption
     if (typeof value.phoneNumberId !== 'string' || value.phoneNumberId === '') {
       throw new PoisonRecordError(`inbound message ${m.id}: no receiving phone_number_id`);
     }
+    if (hasUnstorableText(m) || hasUnstorableText(value.phoneNumberId)) {
+      throw new PoisonRecordError(`inbound message ${JSON.stringify(m.id)}: contains text that cannot be stored (U+0000 or an unpaired UTF-16 surrogate)`);
+    }
     const { iso } = unixToIso(m.timestamp, `inbound message ${m.id}`);
     const number = await findNumberByProviderId(services.pool, value.phoneNumberId);
     if (!number) throw new PoisonRecordError(`inbound message ${m.id}: unknown phone_number_id ${value.phoneNumberId}`);
@@ -65,22 +71,19 @@ export function deliveryCore(services: Services, options: DeliveryConsumerOption
       message: m,
       occurredAt: iso,
     });
-    const appended = await services.store.append(
-      conversationStreamId(number.companyId, data.conversationId),
-      [{
-        type: 'MessageRecorded',
-        data,
-        metadata: {
-          eventId: deterministicUuid('provider-inbound-message', `${number.companyId}:${m.id}`),
-          correlationId: deterministicUuid('provider-inbound-correlation', `${number.companyId}:${m.id}`),
-          causationId: null,
-          companyId: number.companyId,
-          actor: 'provider',
-          at: services.now().toISOString(),
-        },
-      }],
-      'any',
-    );
+    const event: EventToAppend = {
+      type: 'MessageRecorded',
+      data,
+      metadata: {
+        eventId: deterministicUuid('provider-inbound-message', `${number.companyId}:${m.id}`),
+        correlationId: deterministicUuid('provider-inbound-correlation', `${number.companyId}:${m.id}`),
+        causationId: null,
+        companyId: number.companyId,
+        actor: 'provider',
+        at: services.now().toISOString(),
+      },
+    };
+    const appended = await appendInbound(services, conversationStreamId(number.companyId, data.conversationId), event, `inbound message ${m.id}`);
     if (!appended.alreadyAppended) services.metrics.eventsAppended.labels('MessageRecorded').inc();
   };
 
@@ -93,4 +96,14 @@ export function deliveryCore(services: Services, options: DeliveryConsumerOption
   };
 
   return { owners, sendCache, handleRecord };
+}
+
+/** Appends an inbound message; one its event schema refuses (checked before anything is written) is a poison record. */
+async function appendInbound(services: Services, streamId: string, event: EventToAppend, what: string) {
+  try {
+    return await services.store.append(streamId, [event], 'any');
+  } catch (err) {
+    if (err instanceof InvalidEventError) throw new PoisonRecordError(`${what}: ${err.message}`);
+    throw err;
+  }
 }

@@ -3,6 +3,7 @@
 import type { ProviderStatus } from '../commands/send/decider';
 import { PoisonRecordError } from '../ports/transport';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
+import { hasUnstorableText, isStorableInstant } from '../shared/storable';
 
 export const isObject = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const STATUSES = new Set<ProviderStatus>(['sent', 'delivered', 'read', 'failed']);
@@ -10,7 +11,9 @@ const STATUSES = new Set<ProviderStatus>(['sent', 'delivered', 'read', 'failed']
 export function unixToIso(ts: unknown, what: string): { iso: string; raw: string } {
   const raw = typeof ts === 'number' ? String(ts) : typeof ts === 'string' ? ts.trim() : '';
   if (!/^\d{1,12}$/.test(raw)) throw new PoisonRecordError(`${what}: timestamp must be unix seconds, got ${JSON.stringify(ts)}`);
-  return { iso: new Date(Number(raw) * 1000).toISOString(), raw };
+  const at = new Date(Number(raw) * 1000);
+  if (!isStorableInstant(at)) throw new PoisonRecordError(`${what}: timestamp ${raw} lies after year 9999`);
+  return { iso: at.toISOString(), raw };
 }
 
 /** Parses a status record; throws PoisonRecordError when it is malformed; null for statuses we do not track. */
@@ -30,6 +33,10 @@ export function parseStatusRecord(value: Record<string, any>): ProviderStatusUpd
     errorMessage = details ?? (typeof e.message === 'string' ? e.message : null) ?? (typeof e.title === 'string' ? e.title : null);
   }
   const update: ProviderStatusUpdate = { providerMessageId: s.id, status: s.status as ProviderStatus, at: iso, timestamp: raw, errorCode, errorMessage };
+  // what is kept of the record must be storable, else it would fail every retry in a query or an append
+  if (hasUnstorableText(update) || hasUnstorableText(s.biz_opaque_callback_data ?? null) || hasUnstorableText(value.phoneNumberId ?? null)) {
+    throw new PoisonRecordError(`status of ${JSON.stringify(s.id)}: contains text that cannot be stored (U+0000 or an unpaired UTF-16 surrogate)`);
+  }
   if (typeof s.biz_opaque_callback_data === 'string' && s.biz_opaque_callback_data !== '') update.clientReference = s.biz_opaque_callback_data;
   if (typeof value.phoneNumberId === 'string' && value.phoneNumberId !== '') update.phoneNumberId = value.phoneNumberId;
   return update;

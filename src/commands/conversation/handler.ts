@@ -1,6 +1,7 @@
 import { type EventStore, type EventToAppend, type Position, START, WrongExpectedRevisionError } from '../../ports/event-store';
 import type { Pool } from 'pg';
 import { DomainError } from '../decider';
+import { InvalidEventError } from '../../events/registry';
 import { baseMetadata, type CommandContext } from '../handle';
 import type { ConversationEvent } from '../../events/conversations';
 import { conversationsProjection } from '../../projections/conversations/projection';
@@ -190,9 +191,37 @@ export class ConversationRecorder {
       } catch (err) {
         // the entry was taken out of the cache: the next attempt folds the stream afresh
         if (err instanceof WrongExpectedRevisionError && attempt < this.maxRetries) continue;
+        if (err instanceof InvalidEventError) return this.recordOneByOne(streamId, indexes, messages, directories, elsewhere, seenInBatch, outcomes, ctx, err);
         throw err;
       }
     }
+  }
+
+  /**
+   * The store refused the stream's append for an event schema, before writing anything: each message is recorded
+   * on its own, so the one that can never be recorded is rejected and the others around it are still recorded.
+   */
+  private async recordOneByOne(
+    streamId: string,
+    indexes: number[],
+    messages: readonly MessageToRecord[],
+    directories: Map<number, CompanyDirectory>,
+    elsewhere: Map<string, string>,
+    seenInBatch: Map<string, string>,
+    outcomes: RecordOutcome[],
+    ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>,
+    refusal: InvalidEventError,
+  ): Promise<Position | undefined> {
+    if (indexes.length === 1) {
+      this.settle(indexes, [{ status: 'rejected', code: 'INVALID_EVENT', reason: refusal.message }], outcomes, messages, seenInBatch);
+      return undefined;
+    }
+    let position: Position | undefined;
+    for (const i of indexes) {
+      const p = await this.recordStream(streamId, [i], messages, directories, elsewhere, seenInBatch, outcomes, ctx);
+      if (p !== undefined) position = p;
+    }
+    return position;
   }
 
   private settle(

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CHANNELS, CONTENT_TYPES } from '../../events/conversations';
 import { normalizePhone } from '../../shared/phone';
+import { hasUnstorableText, isStorableInstant } from '../../shared/storable';
 import type { MessageToRecord } from './decider';
 
 // The input contract of chat messages (../shared/contracts/conversation-messages.md): one NDJSON line of
@@ -20,7 +21,9 @@ export const messageRecordSchema = z.object({
   id: z.string().trim().min(1, 'is missing').max(512),
   companyId: int32,
   conversationId: z.string().trim().min(1, 'is missing').max(512),
-  occurredAt: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a time zone' }),
+  occurredAt: z.iso
+    .datetime({ offset: true, error: 'must be an ISO 8601 date-time with a time zone' })
+    .refine((v) => isStorableInstant(new Date(v)), 'must lie in years 0001 to 9999 (UTC)'),
   channel: z.enum(CHANNELS, { error: `must be one of ${CHANNELS.join(', ')}` }),
   direction: z.enum(['inbound', 'outbound'], { error: 'must be inbound or outbound' }),
   author,
@@ -40,7 +43,16 @@ export const messageRecordSchema = z.object({
     .transform((v) => v ?? []),
   traceId: nullableText,
   deleted: z.boolean().optional().transform((v) => v ?? false),
-});
+}).superRefine(refuseUnstorableText);
+
+/** Postgres stores no U+0000 and no unpaired surrogate: a field holding one makes the record a bad record. */
+function refuseUnstorableText(record: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  for (const [field, value] of Object.entries(record)) {
+    if (hasUnstorableText(value)) {
+      ctx.addIssue({ code: 'custom', path: [field], message: 'contains text that cannot be stored (U+0000 or an unpaired UTF-16 surrogate)' });
+    }
+  }
+}
 
 export type MessageRecordInput = z.input<typeof messageRecordSchema>;
 

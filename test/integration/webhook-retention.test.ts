@@ -66,7 +66,7 @@ describe('webhook log retention', () => {
     };
     const before = await purged();
     const report = await purgeExpiredWebhookLog(t.services, { batchSize: 2 }); // several batches
-    expect(report).toEqual({ skipped: false, attempts: 4, deliveries: 3 });
+    expect(report).toEqual({ skipped: false, attempts: 4, deliveries: 3, orphaned: 0 });
     const after = await purged();
     expect({ attempts: after.attempts - before.attempts, deliveries: after.deliveries - before.deliveries }).toEqual({ attempts: 4, deliveries: 3 });
     expect(await deliveriesOf(endpoint.id)).toEqual([
@@ -75,7 +75,7 @@ describe('webhook log retention', () => {
       { webhook_id: 'msg_young1', status: 'succeeded' },
     ]);
     expect(await page(endpoint.id)).toEqual({ count: 2, webhookIds: ['msg_young0', 'msg_young1'] });
-    expect(await purgeExpiredWebhookLog(t.services)).toEqual({ skipped: false, attempts: 0, deliveries: 0 });
+    expect(await purgeExpiredWebhookLog(t.services)).toEqual({ skipped: false, attempts: 0, deliveries: 0, orphaned: 0 });
   });
 
   it('drops a deleted endpoint\'s deliveries once the retention has passed since', async () => {
@@ -113,6 +113,24 @@ describe('webhook log retention', () => {
     expect(await page(live.id)).toEqual({ count: 1, webhookIds: ['msg_clive-again0'] });
   });
 
+  it("drops a deleted endpoint's deliveries that a racing fan-out queued after the deletion, once an hour overdue; a live endpoint's overdue ones stay", async () => {
+    const gone = await register('/retention-orphans-gone');
+    const live = await register('/retention-orphans-live');
+    expect((await t.app.inject({ method: 'DELETE', url: `/api/v1/webhook-endpoints/${gone.id}/`, headers: { 'x-api-key': SHOP.key } })).statusCode).toBe(204);
+    // a fan-out batch that read the endpoint before its deletion commits after it: its deliveries stay pending
+    const now = t.services.now().getTime();
+    await queue(gone.id, 3, 'orphan-old', new Date(now - 2 * 3600_000));
+    await queue(gone.id, 1, 'orphan-young', new Date(now - 60_000));
+    await queue(live.id, 2, 'overdue-live', new Date(now - 2 * 3600_000)); // no sender running: overdue, not orphaned
+    expect(await purgeExpiredWebhookLog(t.services)).toMatchObject({ skipped: false, orphaned: 3 });
+    expect(await deliveriesOf(gone.id)).toEqual([
+      { webhook_id: 'msg_orphan-old0', status: 'dropped' }, { webhook_id: 'msg_orphan-old1', status: 'dropped' },
+      { webhook_id: 'msg_orphan-old2', status: 'dropped' }, { webhook_id: 'msg_orphan-young0', status: 'pending' },
+    ]);
+    expect(await deliveriesOf(live.id)).toEqual([{ webhook_id: 'msg_overdue-live0', status: 'pending' }, { webhook_id: 'msg_overdue-live1', status: 'pending' }]);
+    await deliver(live.id, 2, () => 204);
+  });
+
   it('purges on its schedule (every second here) and stops', async () => {
     const endpoint = await register('/retention-scheduled');
     await queue(endpoint.id, 2, 'scheduled');
@@ -136,12 +154,12 @@ describe('webhook log retention', () => {
     const other = await t.db.pool.connect();
     try {
       await other.query(`SELECT pg_advisory_lock(hashtext('webhook-log-purge'))`);
-      expect(await purgeExpiredWebhookLog(t.services)).toEqual({ skipped: true, attempts: 0, deliveries: 0 });
+      expect(await purgeExpiredWebhookLog(t.services)).toEqual({ skipped: true, attempts: 0, deliveries: 0, orphaned: 0 });
       expect(await deliveriesOf(endpoint.id)).toHaveLength(1);
     } finally {
       await other.query(`SELECT pg_advisory_unlock(hashtext('webhook-log-purge'))`);
       other.release();
     }
-    expect(await purgeExpiredWebhookLog(t.services)).toEqual({ skipped: false, attempts: 1, deliveries: 1 });
+    expect(await purgeExpiredWebhookLog(t.services)).toEqual({ skipped: false, attempts: 1, deliveries: 1, orphaned: 0 });
   });
 });

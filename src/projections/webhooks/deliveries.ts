@@ -236,6 +236,26 @@ export async function forgetEmptyAttemptCounts(db: Db): Promise<number> {
 }
 
 /**
+ * Drops up to `limit` pending deliveries whose endpoint no longer exists, among those due before `staleBefore` (a
+ * live endpoint's due deliveries are claimed within seconds). They are left when a fan-out batch that read the
+ * endpoint before its deletion commits after the deletion dropped its deliveries: never claimable, never purged
+ * (pending), and walked by every claim of every sender. Runs with the retention purge.
+ */
+export async function dropOrphanedDeliveries(db: Db, staleBefore: Date, now: Date, limit: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE webhooks.deliveries SET status = 'dropped', next_attempt_at = NULL, completed_at = $2
+      WHERE delivery_id IN (
+        SELECT d.delivery_id FROM webhooks.deliveries d
+         WHERE d.status = 'pending' AND d.next_attempt_at < $1
+           AND NOT EXISTS (SELECT 1 FROM rm_webhooks.endpoints e WHERE e.endpoint_id = d.endpoint_id)
+         ORDER BY d.next_attempt_at LIMIT $3)
+        AND status = 'pending'`,
+    [staleBefore, now, limit],
+  );
+  return rowCount ?? 0;
+}
+
+/**
  * One batch of the retention purge (src/workers/webhook-retention.ts): up to `limit` of the oldest attempts, those
  * logged before `before`, and up to `limit` deliveries finished before it (never a pending one). The attempts are
  * taken oldest first by id and then filtered (the filter inside the limited subquery: outside it, the planner reads

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CHANNELS, CONTENT_TYPES } from '../../events/conversations';
 import { normalizePhone } from '../../shared/phone';
+import { parseIsoInstant } from '../../shared/iso-instant';
 import { hasUnstorableText, isStorableInstant } from '../../shared/storable';
 import type { MessageToRecord } from './decider';
 
@@ -21,9 +22,13 @@ export const messageRecordSchema = z.object({
   id: z.string().trim().min(1, 'is missing').max(512),
   companyId: int32,
   conversationId: z.string().trim().min(1, 'is missing').max(512),
-  occurredAt: z.iso
-    .datetime({ offset: true, error: 'must be an ISO 8601 date-time with a time zone' })
-    .refine((v) => isStorableInstant(new Date(v)), 'must lie in years 0001 to 9999 (UTC)'),
+  occurredAt: z.string({ error: 'must be an ISO 8601 date-time with a time zone' })
+    .transform((v, ctx) => {
+      const at = parseIsoInstant(v, { zone: 'required' });
+      if (!at) ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time with a time zone' });
+      else if (!isStorableInstant(at)) ctx.addIssue({ code: 'custom', message: 'must lie in years 0001 to 9999 (UTC)' });
+      return at ?? new Date(NaN);
+    }),
   channel: z.enum(CHANNELS, { error: `must be one of ${CHANNELS.join(', ')}` }),
   direction: z.enum(['inbound', 'outbound'], { error: 'must be inbound or outbound' }),
   author,
@@ -79,7 +84,7 @@ export function parseMessageRecord(value: unknown): ParseResult {
       companyId: r.companyId,
       messageId: r.id,
       conversationId: r.conversationId,
-      occurredAt: new Date(r.occurredAt).toISOString(),
+      occurredAt: r.occurredAt.toISOString(),
       channel: r.channel,
       direction: r.direction,
       author: r.author,

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Services } from '../../services';
+import { parseIsoInstant } from '../../shared/iso-instant';
 import { isStorableInstant } from '../../shared/storable';
 import { ExportCursorCodec, type CursorState, type ExportFilters } from '../../projections/conversations/export-cursor';
 import { CHANNEL_GROUPS, type ExportInclude, openMessageExport } from '../../projections/conversations/export';
@@ -50,39 +51,11 @@ function idList(name: string, raw: string, max: number): number[] {
   return ids;
 }
 
-const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?\s*(Z|z|[+\- ]\d{2}(?::?\d{2})?)?)?$/;
-
 /**
  * ISO 8601 instant: `YYYY-MM-DD` (midnight UTC) or `YYYY-MM-DDTHH:MM[:SS[.fff]]` with `Z`, `±HH[:MM]` or no
  * zone (UTC). A `+` that the query string decoded into a space is accepted. Millisecond precision.
  */
-export function parseInstant(raw: string): Date | undefined {
-  const m = ISO.exec(raw.trim());
-  if (!m) return undefined;
-  const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone = 'Z'] = m;
-  const year = Number(y), month = Number(mo), day = Number(d), hour = Number(h), minute = Number(mi), second = Number(s);
-  const daysInMonth = utcDate(year, month, 0).getUTCDate();
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
-  let offsetMin = 0;
-  if (zone !== 'Z' && zone !== 'z') {
-    const sign = zone[0] === '-' ? -1 : 1;
-    const digits = zone.slice(1).replace(':', '');
-    const oh = Number(digits.slice(0, 2)), om = Number(digits.slice(2) || '0');
-    if (oh > 23 || om > 59) return undefined;
-    offsetMin = sign * (oh * 60 + om);
-  }
-  const ms = Number((frac + '000').slice(0, 3));
-  const local = utcDate(year, month - 1, day);
-  local.setUTCHours(hour, minute, second, ms);
-  return new Date(local.getTime() - offsetMin * 60_000);
-}
-
-/** Midnight UTC of a day, the year taken as written: Date.UTC reads years 0-99 as 1900-1999. */
-function utcDate(year: number, monthIndex: number, day: number): Date {
-  const date = new Date(0);
-  date.setUTCFullYear(year, monthIndex, day);
-  return date;
-}
+export const parseInstant = (raw: string): Date | undefined => parseIsoInstant(raw, { zone: 'utc-if-missing' });
 
 /** A required `from` or `to`: ISO 8601 (parseInstant) and an instant Postgres can store (year 1 to 9999, UTC). */
 function instantParam(name: 'from' | 'to', raw: string | undefined): Date {

@@ -77,6 +77,18 @@ describe('buildComponents', () => {
     });
   });
 
+  it.each([['2026-02-30'], ['2026-02-29T10:00:00Z'], ['2026-03-01T25:00'], ['2026-03-01T10:61:00-03:00'], ['2026-13-01']])(
+    'refuses a DATE_TIME the calendar does not have (%s); Date.parse rolled it over', (due) => {
+      expect(buildComponents(rich, { banner: 'https://cdn.example/b.jpg', name: 'Ana', amount: 'ARS 1', due }, { button_0: 'x' })).toMatchObject({
+        ok: false, errors: { variables: [`Variable 'due' (DATE_TIME) must be an ISO 8601 date or date-time, or {"fallback_value": "<text>"}.`] },
+      });
+    });
+
+  it.each([['2028-02-29'], ['2026-03-01 10:00'], ['2026-03-01T10:00:00.5+0300'], ['2026-03-01T23:59:59Z']])('accepts the DATE_TIME %s as written', (due) => {
+    const r = buildComponents(rich, { banner: 'https://cdn.example/b.jpg', name: 'Ana', amount: 'ARS 1', due }, { button_0: 'x' });
+    expect(JSON.stringify(r)).toContain(`"date_time":{"fallback_value":"${due}"}`);
+  });
+
   it('requires required variables and the dynamic URL suffix', () => {
     const r = buildComponents(rich, {}, {});
     expect(r).toEqual({

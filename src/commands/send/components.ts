@@ -2,6 +2,7 @@
 // template components, or into per-field validation messages. The value formats are documented in
 // docs/sends.md; keep the two in step.
 import type { TemplateComponent, TemplateParameter } from '../../ports/provider';
+import { parseIsoInstant } from '../../shared/iso-instant';
 
 export type VariableType = 'TEXT' | 'CURRENCY' | 'DATE_TIME' | 'IMAGE' | 'VIDEO' | 'DOCUMENT';
 export type ComponentKind = 'HEADER' | 'BODY' | 'FOOTER' | 'BUTTON';
@@ -113,7 +114,8 @@ export function toParameter(variable: Pick<TemplateVariable, 'name' | 'type'>, v
     case 'DATE_TIME': {
       if (typeof value === 'string') {
         const v = value.trim();
-        if (!ISO_DATE_TIME.test(v) || Number.isNaN(Date.parse(v.length === 10 ? `${v}T00:00:00Z` : v.replace(' ', 'T')))) {
+        // the calendar checked too (a 30 February or a 25th hour is not a date-time; Date.parse rolls them over)
+        if (!ISO_DATE_TIME.test(v) || parseIsoInstant(v, { zone: 'utc-if-missing' }) === undefined) {
           return `Variable '${name}' (DATE_TIME) must be an ISO 8601 date or date-time, or {"fallback_value": "<text>"}.`;
         }
         return { type: 'date_time', date_time: { fallback_value: v } };

@@ -18,7 +18,18 @@ export type KeyRecord =
   | { state: 'in_flight'; fingerprint: string; leaseUntil: Date }
   | { state: 'completed'; fingerprint: string; answer: StoredAnswer };
 
-export type ClaimResult = { claimed: true } | { claimed: false; record: KeyRecord };
+/**
+ * A request's hold on a key. `claimedAt` tells this claim from a later one of the same request that took the key
+ * over after this one's lease lapsed (a stalled process): completing, releasing or renewing touches only its own.
+ */
+export interface KeyClaim {
+  companyId: number;
+  key: string;
+  fingerprint: string;
+  claimedAt: Date;
+}
+
+export type ClaimResult = { claimed: true; claim: KeyClaim } | { claimed: false; record: KeyRecord };
 
 interface Row {
   state: 'in_flight' | 'completed' | 'sealed';
@@ -56,7 +67,8 @@ export class IdempotencyStore {
              VALUES ($1, $2, $3, 'in_flight', $4, $5, $6) ON CONFLICT (company_id, key) DO NOTHING`,
       values: [companyId, key, fingerprint, leaseUntil, now, expiresAt],
     });
-    if (fresh.rowCount === 1) return { claimed: true };
+    const claim: KeyClaim = { companyId, key, fingerprint, claimedAt: now };
+    if (fresh.rowCount === 1) return { claimed: true, claim };
     const r = await this.pool.query<Row & { claimed: boolean }>({
       name: 'idempotency_claim',
       text: `WITH claim AS (
@@ -76,7 +88,7 @@ export class IdempotencyStore {
     });
     const row = r.rows[0];
     if (!row) return this.claim(companyId, key, fingerprint, now, leaseMs); // released between the statement's two reads
-    return row.claimed ? { claimed: true } : { claimed: false, record: this.toRecord(row) };
+    return row.claimed ? { claimed: true, claim } : { claimed: false, record: this.toRecord(row) };
   }
 
   async find(companyId: number, key: string): Promise<KeyRecord | undefined> {
@@ -87,28 +99,28 @@ export class IdempotencyStore {
     return r.rows[0] ? this.toRecord(r.rows[0]) : undefined;
   }
 
-  /** Records the answer, sealed, of the claim `fingerprint` holds (a claim taken over meanwhile is not overwritten). */
-  async complete(companyId: number, key: string, fingerprint: string, answer: StoredAnswer): Promise<void> {
+  /** Records the answer, sealed, of this claim (a claim taken over meanwhile is not overwritten). */
+  async complete(claim: KeyClaim, answer: StoredAnswer): Promise<void> {
     await this.pool.query({
       name: 'idempotency_complete',
-      text: `UPDATE public.idempotency_keys SET state = 'sealed', status_code = $4, content_type = $5, body = $6
-              WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND state = 'in_flight'`,
-      values: [companyId, key, fingerprint, answer.statusCode, answer.contentType, this.box.seal(answer.body)],
+      text: `UPDATE public.idempotency_keys SET state = 'sealed', status_code = $5, content_type = $6, body = $7
+              WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND created_at = $4 AND state = 'in_flight'`,
+      values: [claim.companyId, claim.key, claim.fingerprint, claim.claimedAt, answer.statusCode, answer.contentType, this.box.seal(answer.body)],
     });
   }
 
-  /** Forgets an in-flight claim (its answer was a 5xx, or there was none): the next request runs again. */
-  async release(companyId: number, key: string, fingerprint: string): Promise<void> {
+  /** Forgets this in-flight claim (its answer was a 5xx, or there was none): the next request runs again. */
+  async release(claim: KeyClaim): Promise<void> {
     await this.pool.query(
-      `DELETE FROM public.idempotency_keys WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND state = 'in_flight'`,
-      [companyId, key, fingerprint],
+      `DELETE FROM public.idempotency_keys WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND created_at = $4 AND state = 'in_flight'`,
+      [claim.companyId, claim.key, claim.fingerprint, claim.claimedAt],
     );
   }
 
-  async renew(companyId: number, key: string, fingerprint: string, leaseUntil: Date): Promise<void> {
+  async renew(claim: KeyClaim, leaseUntil: Date): Promise<void> {
     await this.pool.query(
-      `UPDATE public.idempotency_keys SET lease_until = $4 WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND state = 'in_flight'`,
-      [companyId, key, fingerprint, leaseUntil],
+      `UPDATE public.idempotency_keys SET lease_until = $5 WHERE company_id = $1 AND key = $2 AND fingerprint = $3 AND created_at = $4 AND state = 'in_flight'`,
+      [claim.companyId, claim.key, claim.fingerprint, claim.claimedAt, leaseUntil],
     );
   }
 

@@ -17,7 +17,7 @@ import { ApiError } from './errors';
 import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempotency-key';
 import { Wakeups } from '../shared/wakeups';
 import { canonicalJson } from '../shared/canonical-json';
-import { IdempotencyStore, type KeyRecord, type StoredAnswer } from './idempotency-store';
+import { IdempotencyStore, type KeyClaim, type KeyRecord, type StoredAnswer } from './idempotency-store';
 import { sealedBox } from '../shared/sealed-box';
 
 declare module 'fastify' {
@@ -41,15 +41,13 @@ const RENEW_EVERY_MS = LEASE_MS / 3;
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
 
-interface Claim {
-  companyId: number;
-  key: string;
-  fingerprint: string;
+interface HeldClaim {
+  claim: KeyClaim;
   renewal: NodeJS.Timeout;
   done: boolean;
 }
 
-const claims = new WeakMap<FastifyRequest, Claim>();
+const claims = new WeakMap<FastifyRequest, HeldClaim>();
 
 export const REPLAYED_HEADER = 'idempotent-replayed';
 export const keyReusedError = (): ApiError =>
@@ -123,12 +121,13 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     for (;;) {
       const result = await store.claim(companyId, key, fingerprint, services.now(), LEASE_MS);
       if (result.claimed) {
+        const { claim } = result;
         const renewal = setInterval(() => {
-          store.renew(companyId, key, fingerprint, new Date(services.now().getTime() + LEASE_MS))
+          store.renew(claim, new Date(services.now().getTime() + LEASE_MS))
             .catch((err) => request.log.warn({ err }, 'idempotency lease renewal failed'));
         }, RENEW_EVERY_MS);
         renewal.unref();
-        claims.set(request, { companyId, key, fingerprint, renewal, done: false });
+        claims.set(request, { claim, renewal, done: false });
         return;
       }
       const record: KeyRecord = result.record;
@@ -147,13 +146,13 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     claim.done = true;
     clearInterval(claim.renewal);
     try {
-      if (answer) await store.complete(claim.companyId, claim.key, claim.fingerprint, answer);
-      else await store.release(claim.companyId, claim.key, claim.fingerprint);
+      if (answer) await store.complete(claim.claim, answer);
+      else await store.release(claim.claim);
     } catch (err) {
       // the claim's lease runs out and a retry runs the handler again (its command is idempotent per key)
       request.log.error({ err }, 'could not record the idempotency key answer');
     } finally {
-      wake(claim.companyId, claim.key);
+      wake(claim.claim.companyId, claim.claim.key);
     }
   };
 

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { IdempotencyStore, KEY_TTL_MS } from '../../src/http/idempotency-store';
+import { IdempotencyStore, type KeyClaim, KEY_TTL_MS } from '../../src/http/idempotency-store';
 import { canonicalJson } from '../../src/shared/canonical-json';
 import { sealedBox } from '../../src/shared/sealed-box';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -24,20 +24,27 @@ describe('IdempotencyStore', () => {
     await db?.drop();
   });
 
+  /** claims a key that must be free */
+  const claimed = async (companyId: number, key: string, fingerprint: string, now: Date): Promise<KeyClaim> => {
+    const r = await store.claim(companyId, key, fingerprint, now, LEASE);
+    if (!r.claimed) throw new Error(`${key} is held`);
+    return r.claim;
+  };
+
   it('the first claim wins; a repeat sees the claim in flight, then the recorded answer', async () => {
-    expect(await store.claim(1, 'a', 'fp1', T0, LEASE)).toEqual({ claimed: true });
+    const first = await store.claim(1, 'a', 'fp1', T0, LEASE);
+    expect(first).toEqual({ claimed: true, claim: { companyId: 1, key: 'a', fingerprint: 'fp1', claimedAt: T0 } });
     expect(await store.claim(1, 'a', 'fp1', at(1), LEASE)).toEqual({
       claimed: false, record: { state: 'in_flight', fingerprint: 'fp1', leaseUntil: at(LEASE) },
     });
-    await store.complete(1, 'a', 'fp1', ANSWER);
+    await store.complete((first as { claim: KeyClaim }).claim, ANSWER);
     expect(await store.claim(1, 'a', 'fp1', at(2), LEASE)).toEqual({ claimed: false, record: { state: 'completed', fingerprint: 'fp1', answer: ANSWER } });
     expect(await store.claim(1, 'a', 'other', at(3), LEASE)).toEqual({ claimed: false, record: { state: 'completed', fingerprint: 'fp1', answer: ANSWER } });
   });
 
   it('keeps an answer sealed: the row holds ciphertext, not the body, and gives the body back', async () => {
     const secretAnswer = { statusCode: 201, contentType: 'application/json', body: '{"secret":"whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="}' };
-    await store.claim(1, 'sealed', 'fp', T0, LEASE);
-    await store.complete(1, 'sealed', 'fp', secretAnswer);
+    await store.complete(await claimed(1, 'sealed', 'fp', T0), secretAnswer);
     const row = (await db.pool.query('SELECT state, status_code, body FROM public.idempotency_keys WHERE company_id = 1 AND key = $1', ['sealed'])).rows[0];
     expect([row.state, row.status_code]).toEqual(['sealed', 201]);
     expect(row.body).not.toContain('whsec_');
@@ -61,40 +68,50 @@ describe('IdempotencyStore', () => {
   });
 
   it('keys are per company', async () => {
-    expect(await store.claim(2, 'shared', 'fp', T0, LEASE)).toEqual({ claimed: true });
-    expect(await store.claim(3, 'shared', 'fp', T0, LEASE)).toEqual({ claimed: true });
+    expect(await store.claim(2, 'shared', 'fp', T0, LEASE)).toMatchObject({ claimed: true });
+    expect(await store.claim(3, 'shared', 'fp', T0, LEASE)).toMatchObject({ claimed: true });
   });
 
   it('a released claim (a 5xx) can be claimed again', async () => {
-    await store.claim(1, 'released', 'fp', T0, LEASE);
-    await store.release(1, 'released', 'fp');
+    await store.release(await claimed(1, 'released', 'fp', T0));
     expect(await store.find(1, 'released')).toBeUndefined();
-    expect(await store.claim(1, 'released', 'fp', at(1), LEASE)).toEqual({ claimed: true });
+    expect(await store.claim(1, 'released', 'fp', at(1), LEASE)).toMatchObject({ claimed: true });
   });
 
   it('a claim past its lease is taken over by the same request only; a renewed lease is not', async () => {
-    await store.claim(1, 'lease', 'fp', T0, LEASE);
-    await store.renew(1, 'lease', 'fp', at(2 * LEASE));
+    await store.renew(await claimed(1, 'lease', 'fp', T0), at(2 * LEASE));
     expect((await store.claim(1, 'lease', 'fp', at(LEASE), LEASE)).claimed).toBe(false);
     expect(await store.claim(1, 'lease', 'other', at(2 * LEASE), LEASE)).toEqual({
       claimed: false, record: { state: 'in_flight', fingerprint: 'fp', leaseUntil: at(2 * LEASE) },
     });
-    expect(await store.claim(1, 'lease', 'fp', at(2 * LEASE), LEASE)).toEqual({ claimed: true });
+    expect(await store.claim(1, 'lease', 'fp', at(2 * LEASE), LEASE)).toMatchObject({ claimed: true });
   });
 
   it('an answer is not recorded over a claim another request took over', async () => {
-    await store.claim(1, 'taken', 'fp', T0, LEASE);
-    await store.release(1, 'taken', 'fp');
+    const first = await claimed(1, 'taken', 'fp', T0);
+    await store.release(first);
     await store.claim(1, 'taken', 'fp2', at(1), LEASE);
-    await store.complete(1, 'taken', 'fp', ANSWER);
+    await store.complete(first, ANSWER);
     expect(await store.find(1, 'taken')).toEqual({ state: 'in_flight', fingerprint: 'fp2', leaseUntil: at(1 + LEASE) });
   });
 
+  it("a claim taken over after its lease lapsed (a stalled process) cannot release, renew or complete the new one's", async () => {
+    const stalled = await claimed(1, 'stalled', 'fp', T0);
+    const takeover = await claimed(1, 'stalled', 'fp', at(LEASE)); // the same request, retried once the lease lapsed
+    expect(takeover.claimedAt).toEqual(at(LEASE));
+    await store.release(stalled); // the stalled run ends in a 5xx
+    await store.renew(stalled, at(10 * LEASE));
+    await store.complete(stalled, { ...ANSWER, body: 'from the stalled run' });
+    expect(await store.find(1, 'stalled')).toEqual({ state: 'in_flight', fingerprint: 'fp', leaseUntil: at(2 * LEASE) });
+    expect(await store.claim(1, 'stalled', 'fp', at(LEASE + 1), LEASE)).toMatchObject({ claimed: false }); // no third run meanwhile
+    await store.complete(takeover, ANSWER);
+    expect(await store.find(1, 'stalled')).toEqual({ state: 'completed', fingerprint: 'fp', answer: ANSWER });
+  });
+
   it('a record is forgotten 24 h after its claim and purged', async () => {
-    await store.claim(4, 'old', 'fp', T0, LEASE);
-    await store.complete(4, 'old', 'fp', ANSWER);
+    await store.complete(await claimed(4, 'old', 'fp', T0), ANSWER);
     expect((await store.claim(4, 'old', 'new', at(KEY_TTL_MS - 1), LEASE)).claimed).toBe(false);
-    expect(await store.claim(4, 'old', 'new', at(KEY_TTL_MS), LEASE)).toEqual({ claimed: true });
+    expect(await store.claim(4, 'old', 'new', at(KEY_TTL_MS), LEASE)).toMatchObject({ claimed: true });
     await store.claim(4, 'purged', 'fp', T0, LEASE);
     expect(await store.purgeExpired(at(KEY_TTL_MS - 1))).toBe(0);
     const purged = await store.purgeExpired(at(KEY_TTL_MS));

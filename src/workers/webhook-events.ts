@@ -44,8 +44,9 @@ export async function toWebhookEvents(pool: Pool, events: readonly RecordedEvent
   const emit = (e: RecordedEvent, companyId: number, type: WebhookEventType, data: unknown, webhookId = webhookIdOf(e.metadata.eventId)) =>
     out.push({ companyId, type, webhookId, payload: webhookBody(type, e.metadata.at, data), position: e.position });
   // A bulk message's status changes are decided against the bulk read model, which may lag: the log can hold a
-  // change twice (an implied `delivered` after the real one). Its webhook-id is the message's and the status, so the
-  // first one in log order (the one the status record shows) is delivered and a repeat is recognised.
+  // change twice (an implied `delivered` after the real one), or one the item never shows (itemShows). Its webhook-id
+  // is the message's and the status, so the first one in log order (the one the item shows) is delivered and a
+  // repeat is recognised.
   const bulkWebhookId = (bulkId: string, index: number, status: string) => webhookIdOf(`bulk:${bulkId}:${index}`, status);
 
   for (let i = 0; i < events.length; i++) {
@@ -93,6 +94,7 @@ export async function toWebhookEvents(pool: Pool, events: readonly RecordedEvent
       case 'BulkRecipientStatusRecorded': {
         const d = e.data as BulkEventData<'BulkRecipientStatusRecorded'>;
         const m = bulkMessages.get(`${d.bulkId}:${d.index}`);
+        if (m && !itemShows(m, d.status)) break;
         const snapshot = d.status === 'delivered' ? { delivered_at: d.at }
           : d.status === 'read' ? { delivered_at: iso(m?.delivered_at), read_at: d.at }
             : { delivered_at: iso(m?.delivered_at), error_message: bulkFailureMessage(d.errorCode, d.errorMessage) };
@@ -152,7 +154,18 @@ async function loadSends(pool: Pool, events: readonly RecordedEvent[]): Promise<
   return new Map(sends.map((send) => [send.sendId, { send, contact: contacts.get(`${send.companyId}:${send.recipientE164}`) ?? null }]));
 }
 
-interface BulkMessage { id: string; recipient_phone: string; variables: Record<string, unknown>; processed_at: Date | null; delivered_at: Date | null }
+interface BulkMessage {
+  id: string; recipient_phone: string; variables: Record<string, unknown>; status: string;
+  processed_at: Date | null; delivered_at: Date | null; read_at: Date | null;
+}
+
+/**
+ * Whether the bulk message item shows this status change. A bulk recipient's change is decided against the bulk
+ * read model, which may lag: the log can hold one the item never shows (a `failed` after a `read` not yet projected,
+ * or a `delivered` after a `failed`). The client gets only the changes the item shows, as for single sends.
+ */
+const itemShows = (m: BulkMessage, status: 'delivered' | 'read' | 'failed'): boolean =>
+  status === 'delivered' ? m.delivered_at !== null : status === 'read' ? m.read_at !== null : m.status === 'failed';
 
 async function loadBulkMessages(pool: Pool, events: readonly RecordedEvent[]): Promise<Map<string, BulkMessage>> {
   const bulkIds: string[] = [];
@@ -164,7 +177,7 @@ async function loadBulkMessages(pool: Pool, events: readonly RecordedEvent[]): P
   }
   if (bulkIds.length === 0) return new Map();
   const { rows } = await pool.query(
-    `SELECT m.bulk_id, m.idx, m.id, m.recipient_phone, m.variables, m.processed_at, m.delivered_at
+    `SELECT m.bulk_id, m.idx, m.id, m.recipient_phone, m.variables, m.status, m.processed_at, m.delivered_at, m.read_at
        FROM ${BULK_SCHEMA}.messages m JOIN unnest($1::uuid[], $2::int[]) AS k(b, i) ON m.bulk_id = k.b AND m.idx = k.i`,
     [bulkIds, indexes],
   );

@@ -17,6 +17,13 @@ export const ACCOUNTS_CHANGED_CHANNEL = 'rm_accounts_changed';
 export const CONTACTS_CHANGED_CHANNEL = 'rm_contacts_changed';
 
 /**
+ * The webhooks read model: payload `<endpointId>` when an endpoint's URL or event types changed, or it was disabled
+ * or deleted; every webhook sender LISTENs and gives back what it holds for that endpoint and has not posted yet
+ * (src/workers/webhook-sender.ts), so nothing more is posted to the old URL or to an endpoint turned off.
+ */
+export const WEBHOOK_ENDPOINTS_CHANGED_CHANNEL = 'rm_webhook_endpoints_changed';
+
+/**
  * How long a mark holds: longer than a projection batch transaction takes, so a load that may have read the
  * state before the commit is never cached; the notification then drops what was cached before.
  */

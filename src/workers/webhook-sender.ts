@@ -4,6 +4,8 @@ import { answeredOk, WebhookHttpClient } from '../adapters/webhooks/http-client'
 import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { type ClaimedDelivery, claimDueDeliveries, type LeasedDelivery, releaseDeliveries } from '../projections/webhooks/deliveries';
 import { endpointsById, signingSecrets } from '../projections/webhooks/queries';
+import { WEBHOOK_ENDPOINTS_CHANGED_CHANNEL } from '../projections/change-signals';
+import { PgListener } from '../shared/pg-listener';
 import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { EndpointLanes, type HeldDelivery } from './webhook-lanes';
@@ -112,6 +114,22 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       wake();
     },
   });
+  // An endpoint changed (URL, event types), disabled or deleted: what waits in its lane was taken for the endpoint as
+  // it was; given back, it is due again (claimed afresh with the endpoint as it is now), set aside or dropped as the
+  // change left it in the table (a release touches only a row still under this sender's lease).
+  const endpointChanges = new PgListener(services.pool, [WEBHOOK_ENDPOINTS_CHANGED_CHANNEL], {
+    onNotify: (_channel, endpointId) => {
+      if (!endpointId) return;
+      const stale = lanes.takeWaiting(endpointId);
+      if (stale.length === 0) return;
+      void release(stale.map((h) => leased(h.delivery, h.leaseUntil))).then(() => {
+        tableDue = true;
+        wake();
+      });
+    },
+    onReset: () => undefined, // a change missed meanwhile holds its lane's deliveries at most until they are posted
+  });
+  void endpointChanges.start();
   // deliveries in hand this sender will not post: due now for any sender, not at the end of their lease
   const release = (deliveries: LeasedDelivery[]) =>
     releaseDeliveries(services.pool, deliveries, services.now()).catch((err) => services.logger.warn({ err }, 'could not release webhook deliveries'));
@@ -310,6 +328,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   return {
     async stop() {
       running = false;
+      await endpointChanges.stop();
       for (const { timer } of pauses.values()) clearTimeout(timer);
       unsubscribe();
       unregister();

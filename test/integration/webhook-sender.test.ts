@@ -505,6 +505,48 @@ describe('webhook sender', () => {
     expect(new Set(receiver.received.filter((r) => r.path === '/paused').map((r) => r.headers['webhook-id'])).size).toBe(COUNT);
   });
 
+  it.each([['a new URL', 'url'], ['disabled', 'disable'], ['deleted', 'delete']] as const)(
+    "an endpoint given %s: what waits in its lane is given back, so nothing more is posted to it as it was", async (_what, change) => {
+      const ep = await register(`/lane-${change}`);
+      const oldPath = `/lane-${change}`;
+      const newPath = `/lane-${change}-moved`;
+      let release!: () => void;
+      const held = new Promise<number>((ok) => (release = () => ok(204)));
+      const posted: string[] = [];
+      receiver.respond((r) => {
+        if (r.path === oldPath || r.path === newPath) posted.push(r.path);
+        return r.path === oldPath ? held : 204;
+      });
+      await queue(ep.id, 40, `lane-${change}-`);
+      const sender = startWebhookSender(t.services, { pollMs: 10, endpointConcurrency: 4 });
+      const count = (path: string) => posted.filter((p) => p === path).length;
+      try {
+        await waitUntil(async () => count(oldPath) === 4, 10_000, 'four requests in flight, the rest waiting in the lane');
+        const api = (method: 'PATCH' | 'DELETE', payload?: object) =>
+          t.app.inject({ method, url: `${BASE}${ep.id}/`, headers: { 'x-api-key': SHOP.key }, ...(payload ? { payload } : {}) });
+        if (change === 'url') expect((await api('PATCH', { url: receiver.url(newPath) })).statusCode).toBe(200);
+        if (change === 'disable') expect((await api('PATCH', { enabled: false })).statusCode).toBe(200);
+        if (change === 'delete') expect((await api('DELETE')).statusCode).toBe(204);
+        // the change's notification reaches the sender; then the four in flight are answered and the lane has room
+        await new Promise((r) => setTimeout(r, 300));
+        release();
+        if (change === 'url') await waitUntil(async () => count(newPath) === 36 || undefined, 10_000, 'the 36 that waited posted to the new URL');
+        else await new Promise((r) => setTimeout(r, 500)); // time enough to post what the lane held, had it kept it
+        await waitUntil(async () => (await t.db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM webhooks.attempts WHERE endpoint_id = $1`, [ep.id])).rows[0].n >= 4 || undefined, 10_000, 'the four answered');
+      } finally {
+        release();
+        await sender.stop();
+      }
+      expect(count(oldPath)).toBe(4); // only what was in flight at the change
+      expect(count(newPath)).toBe(change === 'url' ? 36 : 0);
+      const statuses = (await t.db.pool.query<{ status: string; n: number }>(
+        `SELECT status, count(*)::int AS n FROM webhooks.deliveries WHERE endpoint_id = $1 GROUP BY status ORDER BY status`, [ep.id])).rows;
+      if (change === 'url') expect(statuses).toEqual([{ status: 'succeeded', n: 40 }]);
+      if (change === 'disable') expect(statuses).toEqual([{ status: 'pending', n: 36 }, { status: 'succeeded', n: 4 }]); // set aside
+      if (change === 'delete') expect(statuses).toEqual([{ status: 'dropped', n: 40 }]); // the four answered after the drop stay dropped
+    });
+
   describe('the HTTP client', () => {
     let server: Server;
     let port: number;

@@ -1,5 +1,7 @@
 import type { Projection } from '../projection';
+import type { PoolClient } from 'pg';
 import { WEBHOOK_ENDPOINT_EVENT_TYPES, type WebhookEndpointEvent } from '../../events/webhooks';
+import { WEBHOOK_ENDPOINTS_CHANGED_CHANNEL } from '../change-signals';
 
 // Clients' webhook endpoints (docs/webhooks.md). Secrets stay sealed (ciphertext) here as in the events.
 // `created_position`: the fan-out gives an endpoint only events logged after it was created.
@@ -51,9 +53,11 @@ export const webhooksProjection: Projection = {
       case 'WebhookEndpointChanged':
         await tx.query('UPDATE endpoints SET url = $2, event_types = $3, description = $4, updated_at = $5 WHERE endpoint_id = $1',
           [e.data.endpointId, e.data.url, e.data.eventTypes, e.data.description, at]);
+        await signalEndpointChanged(tx, e.data.endpointId);
         return;
       case 'WebhookEndpointDisabled':
         await tx.query('UPDATE endpoints SET enabled = false, disabled_reason = $2, updated_at = $3 WHERE endpoint_id = $1', [e.data.endpointId, e.data.reason, at]);
+        await signalEndpointChanged(tx, e.data.endpointId);
         return;
       case 'WebhookEndpointEnabled':
         await tx.query('UPDATE endpoints SET enabled = true, disabled_reason = NULL, updated_at = $2 WHERE endpoint_id = $1', [e.data.endpointId, at]);
@@ -75,7 +79,12 @@ export const webhooksProjection: Projection = {
         return;
       case 'WebhookEndpointDeleted':
         await tx.query('DELETE FROM endpoints WHERE endpoint_id = $1', [e.data.endpointId]);
+        await signalEndpointChanged(tx, e.data.endpointId);
         return;
     }
   },
 };
+
+/** Tells every webhook sender, once this transaction commits, that the endpoint's deliveries in hand are stale. */
+const signalEndpointChanged = (tx: PoolClient, endpointId: string) =>
+  tx.query('SELECT pg_notify($1, $2)', [WEBHOOK_ENDPOINTS_CHANGED_CHANNEL, endpointId]);

@@ -9,6 +9,8 @@
 //   recipient found in flight after a crash is resolved as failed "interrupted, outcome unknown" by the lease
 //   sweep (src/workers/bulk-lease-cron.ts), never sent again.
 // - Sends start at the tier's spacing (TIER_50 1.2 s ... TIER_UNLIMITED none), at most `concurrency` in flight.
+//   The spacing holds from one task of a number to the next: this process keeps each number's next send slot, and
+//   a released number lease stays on the row until that slot (for a dispatcher of another process).
 // - Quota: unique recipients per number in a rolling 24 h; when it is used up the bulk is paused
 //   (BulkSendPaused, status stays PROCESSING) until the window frees room (BulkSendResumed). Recipients already
 //   in the window are sent without using quota.
@@ -39,7 +41,7 @@ import {
   materializeChunks,
   nextJobOfNumber,
   numbersWithWork,
-  releaseNumberLease,
+  releaseNumberLeaseAtSlot,
 } from '../commands/bulk/work';
 import type { MessagingProvider } from '../ports/provider';
 import { findNumberById, type NumberRecord, recommendedSpacingMs } from '../projections/accounts/queries';
@@ -82,6 +84,8 @@ export class BulkDispatcher {
     this.cancelled.add(bulkId);
   };
   private lastBeat = new Map<string, number>();
+  /** each number's next send slot (ms) when its last task ended, so the next task keeps the tier's spacing */
+  private readonly nextSlots = new Map<number, number>();
 
   constructor(
     private readonly services: Services,
@@ -216,7 +220,7 @@ export class BulkDispatcher {
       this.guard();
       if (!(await acquireNumberLease(pool, numberId, this.id, this.now(), this.o.numberLeaseMs))) return false;
     }
-    const pacer = new Pacer(recommendedSpacingMs(number.messagingLimitTier), () => this.now().getTime(), this.sleep);
+    const pacer = new Pacer(recommendedSpacingMs(number.messagingLimitTier), () => this.now().getTime(), this.sleep, this.nextSlots.get(numberId));
     let didWork = false;
     try {
       while (this.running) {
@@ -227,9 +231,22 @@ export class BulkDispatcher {
         if (result.next === 'stop') break;
       }
     } finally {
-      if (limited && !this.dead) await releaseNumberLease(pool, numberId, this.id).catch(() => undefined);
+      const nextSlot = this.keepNextSlot(numberId, pacer);
+      if (limited && !this.dead) await releaseNumberLeaseAtSlot(pool, numberId, this.id, nextSlot, this.now()).catch(() => undefined);
     }
     return didWork;
+  }
+
+  /** Keeps the number's next send slot for its next task in this process; returns it while it is ahead. */
+  private keepNextSlot(numberId: number, pacer: Pacer): Date | null {
+    const slot = pacer.nextSlotMs;
+    if (!(slot > this.now().getTime())) {
+      this.nextSlots.delete(numberId);
+      return null;
+    }
+    if (this.nextSlots.size > 10_000) this.nextSlots.clear();
+    this.nextSlots.set(numberId, slot);
+    return new Date(slot);
   }
 
   private async serveJob(job: JobRow, number: NumberRecord, pacer: Pacer): Promise<JobResult> {
@@ -242,6 +259,9 @@ export class BulkDispatcher {
     // next chunks are copied into the work table while sending. Both are awaited before deciding that nothing
     // is left, and before returning.
     let recording: Promise<void> = Promise.resolve();
+    // a window's outcomes were still being recorded when the last claim ran: that claim's quota counted its rows
+    // as in flight, though some may end refused or retried (using no quota)
+    let recordingBehind = false;
     let materializing: Promise<void> | undefined;
     const materializeAhead = (): Promise<void> | undefined => {
       if (materializing || job.materializedChunks >= job.chunkCount) return materializing;
@@ -290,6 +310,7 @@ export class BulkDispatcher {
           const previous = recording;
           recording = previous.then(() => recordOutcomes(this.ctx, job, outcomes));
           recording.catch(() => undefined); // awaited below (next window, or before returning)
+          recordingBehind = true;
           await previous;
           didWork = true;
           await this.beat(job.bulkId);
@@ -298,6 +319,10 @@ export class BulkDispatcher {
 
         // nothing claimed: more recipients to copy in, quota, retries, other dispatchers, or the end
         await recording;
+        const claimedWhileRecording = recordingBehind;
+        recordingBehind = false;
+        // claim again now that the window's outcomes are recorded, before pausing the bulk for a day
+        if (blocked && claimedWhileRecording) continue;
         if (job.materializedChunks < job.chunkCount) {
           await materializeAhead();
           didWork = true;

@@ -18,3 +18,16 @@ export async function acquireNumberLease(pool: Pool, numberId: number, owner: st
 export async function releaseNumberLease(pool: Pool, numberId: number, owner: string): Promise<void> {
   await pool.query('DELETE FROM bulk_work.number_leases WHERE number_id = $1 AND owner = $2', [numberId, owner]);
 }
+
+/**
+ * Ends a number lease at its owner's next send slot (2026-11-27): the lease row keeps the number until then, so a
+ * dispatcher of another process that takes the number next starts no sooner than the tier's spacing (or the
+ * provider's backoff) after the last send. A slot already past (or none) ends the lease at once.
+ */
+export async function releaseNumberLeaseAtSlot(pool: Pool, numberId: number, owner: string, nextSlot: Date | null, now: Date): Promise<void> {
+  if (!nextSlot || nextSlot.getTime() <= now.getTime()) {
+    await releaseNumberLease(pool, numberId, owner);
+    return;
+  }
+  await pool.query('UPDATE bulk_work.number_leases SET lease_until = $3 WHERE number_id = $1 AND owner = $2', [numberId, owner, nextSlot]);
+}

@@ -24,7 +24,7 @@ export {
   setJobPaused,
   setJobState,
 } from './work-jobs';
-export { acquireNumberLease, releaseNumberLease } from './work-number-leases';
+export { acquireNumberLease, releaseNumberLease, releaseNumberLeaseAtSlot } from './work-number-leases';
 export { materializeChunks } from './work-materialize';
 export { type ClaimArgs, type ClaimedRecipient, type QuotaClaim, claimRecipients, claimRecipientsWithQuota } from './work-claims';
 export {

@@ -40,6 +40,8 @@ const BLANK = 'This field may not be blank.';
 const MESSAGE_STATUSES = ['sent', 'delivered', 'read', 'failed'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
+/** the largest internal id (bulk_sends.template_id is a Postgres integer) */
+const MAX_ID = 2_147_483_647;
 
 const requiredString = () =>
   z
@@ -154,6 +156,22 @@ function intParam(min: number, fallback: number) {
   });
 }
 
+/** An internal id filter: digits only, at most MAX_ID (a larger one would fail the query: it can match nothing). */
+const idParam = () =>
+  optionalText().transform((v, ctx) => {
+    if (v === undefined || v === '') return undefined;
+    if (!/^\d+$/.test(v)) {
+      ctx.addIssue({ code: 'custom', message: 'A valid integer is required.' });
+      return z.NEVER;
+    }
+    const n = Number(v);
+    if (n > MAX_ID) {
+      ctx.addIssue({ code: 'custom', message: `Ensure this value is less than or equal to ${MAX_ID}.` });
+      return z.NEVER;
+    }
+    return n;
+  });
+
 const choice = <T extends string>(values: readonly T[]) =>
   optionalText().transform((v, ctx) => {
     if (v === undefined || v === '') return undefined;
@@ -186,16 +204,7 @@ const pagingShape = {
 };
 const listQuerySchema = z.object({
   status: choice(BULK_STATUSES).describe(BULK_STATUSES.join(', ')),
-  template: optionalText()
-    .transform((v, ctx) => {
-      if (v === undefined || v === '') return undefined;
-      if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v))) {
-        ctx.addIssue({ code: 'custom', message: 'A valid integer is required.' });
-        return z.NEVER;
-      }
-      return Number(v);
-    })
-    .describe('internal template id'),
+  template: idParam().describe(`internal template id (0 to ${MAX_ID})`),
   created_after: dateParam().describe('YYYY-MM-DD, inclusive (UTC), 0001-01-01 to 9999-12-31'),
   created_before: dateParam().describe('YYYY-MM-DD, inclusive (UTC), 0001-01-01 to 9999-12-31'),
   ...pagingShape,
@@ -207,7 +216,11 @@ const idParams = z.object({
 
 // ---- views
 
-const round2 = (n: number): number => Math.round(n * 100) / 100;
+/** The processed share in percent, truncated to 2 decimals: 100 only once no recipient is pending (2026-11-27). */
+function progressPercentage(total: number, pending: number): number {
+  if (total <= 0) return 100;
+  return Math.floor(((total - pending) * 10_000) / total) / 100;
+}
 const isoOrNull = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
 function listItem(b: BulkSendRow) {
@@ -222,7 +235,7 @@ function listItem(b: BulkSendRow) {
     read_count: b.readCount,
     failed_count: b.failedCount,
     pending_count: b.pendingCount,
-    progress_percentage: b.totalRecipients > 0 ? round2(((b.totalRecipients - b.pendingCount) / b.totalRecipients) * 100) : 100,
+    progress_percentage: progressPercentage(b.totalRecipients, b.pendingCount),
   };
 }
 

@@ -15,6 +15,7 @@ export class PgListener {
   private client: PoolClient | undefined;
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private starting: Promise<void> | undefined;
 
   constructor(
     private readonly pool: Pool,
@@ -28,12 +29,19 @@ export class PgListener {
 
   async start(): Promise<void> {
     this.stopped = false;
+    this.starting = this.connect();
+    await this.starting;
+  }
+
+  private async connect(): Promise<void> {
     try {
       const client = await this.pool.connect();
       client.on('notification', (msg) => this.handlers.onNotify(msg.channel, msg.payload || undefined));
       client.on('error', () => this.lost(client));
       client.on('end', () => this.lost(client));
+      if (this.stopped) return void client.release(); // stopped while connecting: the pool must be able to end
       await client.query(this.channels.map((c) => `LISTEN ${c}`).join('; '));
+      if (this.stopped) return void client.release(true);
       this.handlers.onReset(); // anything derived before we listened may be stale
       this.client = client;
     } catch {
@@ -44,6 +52,7 @@ export class PgListener {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
+    await this.starting; // a connection being made is released by connect(), never kept
     const client = this.client;
     this.client = undefined;
     this.handlers.onReset();
@@ -64,7 +73,9 @@ export class PgListener {
   private scheduleReconnect(): void {
     if (this.stopped) return;
     clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => void this.start(), 1000);
+    this.reconnectTimer = setTimeout(() => {
+      this.starting = this.connect();
+    }, 1000);
     this.reconnectTimer.unref();
   }
 }

@@ -7,7 +7,10 @@ import type { KafkaSubscription } from './kafka-subscription';
 export class SupervisedSubscription implements Subscription {
   onStopped: () => void = () => {};
   private current: KafkaSubscription | undefined;
+  /** the start in progress (never rejects): stop() waits for it, so a consumer created meanwhile is stopped too */
+  private starting: Promise<void> | undefined;
   private stopped = false;
+  private stopping: Promise<void> | undefined;
   private attempts = 0;
   private timer: NodeJS.Timeout | undefined;
 
@@ -16,17 +19,37 @@ export class SupervisedSubscription implements Subscription {
     private readonly onRetry: (err: unknown, attempt: number, delayMs: number) => void,
   ) {}
 
-  async start(): Promise<void> {
-    if (this.stopped) return;
-    try {
-      this.current = await this.create(() => this.crashed());
-      this.attempts = 0;
-    } catch (err) {
-      this.schedule(err);
+  start(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (!this.starting) {
+      this.starting = this.startOnce().finally(() => (this.starting = undefined));
     }
+    return this.starting;
   }
 
-  private crashed(): void {
+  private async startOnce(): Promise<void> {
+    let created: KafkaSubscription;
+    try {
+      created = await this.create(() => this.crashed(created));
+    } catch (err) {
+      this.schedule(err);
+      return;
+    }
+    if (this.stopped) {
+      // stop() was called while this consumer was being created: it must not keep running
+      await created.stop().catch(() => undefined);
+      return;
+    }
+    this.current = created;
+    this.attempts = 0;
+  }
+
+  private crashed(sub: KafkaSubscription | undefined): void {
+    if (sub && this.current !== sub) {
+      // not (or no longer) the running consumer: just make sure it is gone
+      void sub.stop().catch(() => undefined);
+      if (this.current !== undefined || this.starting) return;
+    }
     const old = this.current;
     this.current = undefined;
     void old?.stop().catch(() => undefined);
@@ -42,13 +65,21 @@ export class SupervisedSubscription implements Subscription {
     this.timer = setTimeout(() => void this.start(), delay);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    try {
-      await this.current?.stop();
-    } finally {
-      this.onStopped();
+  stop(): Promise<void> {
+    if (!this.stopping) {
+      this.stopped = true;
+      clearTimeout(this.timer);
+      this.stopping = (async () => {
+        try {
+          await this.starting; // a consumer being created is stopped by startOnce once it exists
+          const current = this.current;
+          this.current = undefined;
+          await current?.stop();
+        } finally {
+          this.onStopped();
+        }
+      })();
     }
+    return this.stopping;
   }
 }

@@ -3,7 +3,12 @@
 //
 // Publishing: one idempotent producer (acks=-1, one request in flight), so `publish` resolves only once
 // every record is durably written; concurrent publish() calls are coalesced into one produce request
-// (group commit), which keeps the webhook path fast under load without giving up the ack.
+// (group commit), which keeps the webhook path fast under load without giving up the ack. A produce request
+// carries at most `maxRequestBytes` (default 900 KB, under the broker's default message.max.bytes of ~1 MB):
+// the queue is sent in as many requests as needed, a publish larger than that is split over several requests
+// (it resolves once all of them are acknowledged, rejects if one fails), a record larger than that fails only
+// its own publish, and a request the broker still refuses as too large is retried publish by publish so only
+// the offending one fails.
 //
 // Consuming: kafka-subscription.ts (the consumer loop: batches, offsets, retries, dead letters) and
 // supervised-subscription.ts (restarts). Options and logging: transport-options.ts; conversions between
@@ -34,11 +39,72 @@ import { kafkajsLogCreator, type KafkaTransportOptions, type TransportLogger } f
 export type { KafkaTransportOptions, TransportLogger } from './transport-options';
 export { isPoison } from './kafka-subscription';
 
+/**
+ * Default cap of one produce request, in (estimated) bytes. The broker refuses a partition's record batch larger
+ * than its message.max.bytes (default 1,048,588) and with it the whole request; 900 KB leaves room for the
+ * request's and batches' framing. Raise it (KafkaTransport option `maxRequestBytes`) only together with the
+ * broker's and topics' limits.
+ */
+export const DEFAULT_MAX_REQUEST_BYTES = 900 * 1024;
+/** Estimated framing of one record in a v2 record batch (length, attributes, deltas, key/value lengths), generously. */
+const RECORD_OVERHEAD_BYTES = 40;
+/** Estimated framing of one record header (key and value lengths). */
+const HEADER_OVERHEAD_BYTES = 10;
+/** Estimated framing of one request: request header, topic and partition entries, record batch headers. */
+const REQUEST_OVERHEAD_BYTES = 4 * 1024;
+
+/** Options of the Kafka transport beyond transport-options.ts. */
+export interface KafkaTransportLimits {
+  /** upper bound of one produce request in bytes (estimated; default DEFAULT_MAX_REQUEST_BYTES) */
+  maxRequestBytes?: number;
+}
+
+/** Thrown (to its caller only) for a record that cannot be written. */
+export class RecordTooLargeError extends Error {
+  override readonly name = 'RecordTooLargeError';
+}
+
 interface PendingSend {
   topic: string;
   messages: Message[];
+  /** estimated size of each message */
+  sizes: number[];
+  /** index of the first message not yet handed to the producer */
+  next: number;
+  settled: boolean;
   resolve: () => void;
   reject: (err: unknown) => void;
+}
+
+/** One caller's messages in one produce request (a caller larger than a request has several parts). */
+interface Part {
+  item: PendingSend;
+  messages: Message[];
+  /** the caller's last part: its ack resolves the caller */
+  last: boolean;
+}
+
+const byteLength = (v: Buffer | string | null | undefined): number =>
+  v == null ? 0 : typeof v === 'string' ? Buffer.byteLength(v) : v.length;
+
+/** Estimated size of a message in a produce request (no compression). */
+export function estimateMessageBytes(m: Message): number {
+  let bytes = RECORD_OVERHEAD_BYTES + byteLength(m.key) + byteLength(m.value);
+  for (const [k, v] of Object.entries(m.headers ?? {})) {
+    for (const one of Array.isArray(v) ? v : [v]) bytes += HEADER_OVERHEAD_BYTES + Buffer.byteLength(k) + byteLength(one);
+  }
+  return bytes;
+}
+
+const TOO_LARGE_TYPES = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
+
+/** Whether kafkajs's error (possibly wrapped: cause, originalError, errors[]) is the broker refusing a too large batch. */
+function isTooLarge(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 5) return false;
+  const e = err as { type?: unknown; cause?: unknown; originalError?: unknown; errors?: unknown };
+  if (typeof e.type === 'string' && TOO_LARGE_TYPES.has(e.type)) return true;
+  if (Array.isArray(e.errors) && e.errors.some((x) => isTooLarge(x, depth + 1))) return true;
+  return (e.cause !== err && isTooLarge(e.cause, depth + 1)) || (e.originalError !== err && isTooLarge(e.originalError, depth + 1));
 }
 
 export class KafkaTransport implements RecordTransport {
@@ -55,12 +121,17 @@ export class KafkaTransport implements RecordTransport {
   private readonly knownTopics = new Set<string>();
   private readonly subscriptions = new Set<KafkaSubscription>();
   private readonly supervised = new Set<SupervisedSubscription>();
+  private readonly maxRequestBytes: number;
   private queue: PendingSend[] = [];
   private flushing: Promise<void> | null = null;
+  /** close() has begun: no new subscriptions, consumers being started stop themselves */
+  private closing = false;
+  private closingDone: Promise<void> | null = null;
   private closed = false;
 
-  constructor(options: KafkaTransportOptions) {
+  constructor(options: KafkaTransportOptions & KafkaTransportLimits) {
     this.logger = options.logger;
+    this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
     if (installRequestQueueIdleFix() === 'other-version') {
       this.logger?.warn({ expected: PATCHED_KAFKAJS_VERSION }, 'kafkajs is not the version its idle-loop fix was written for: the fix is not installed');
     }
@@ -106,44 +177,136 @@ export class KafkaTransport implements RecordTransport {
   /** Enqueues messages for the producer; resolves once the broker acknowledged them (acks=-1). */
   private send(topic: string, messages: Message[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('KafkaTransport is closed'));
+    if (messages.length === 0) return Promise.resolve();
+    const sizes = messages.map(estimateMessageBytes);
+    const room = this.maxRequestBytes - REQUEST_OVERHEAD_BYTES;
+    const tooLarge = sizes.findIndex((n) => n > room);
+    if (tooLarge >= 0) {
+      return Promise.reject(
+        new RecordTooLargeError(
+          `Kafka record ${tooLarge} of the publish to ${topic} is about ${sizes[tooLarge]} bytes: larger than one produce request may carry ` +
+            `(${this.maxRequestBytes} bytes, below the broker's message.max.bytes); nothing of this publish was written`,
+        ),
+      );
+    }
     let item!: PendingSend;
     const acked = new Promise<void>((resolve, reject) => {
-      item = { topic, messages, resolve, reject };
+      item = {
+        topic,
+        messages,
+        sizes,
+        next: 0,
+        settled: false,
+        resolve: () => {
+          item.settled = true;
+          resolve();
+        },
+        reject: (err) => {
+          item.settled = true;
+          reject(err);
+        },
+      };
       this.queue.push(item);
     });
     if (!this.flushing) this.flushing = this.flush().finally(() => (this.flushing = null));
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        // not handed to the producer yet (e.g. the cluster is down): drop it, the caller is told it failed
+        // what was not handed to the producer yet (e.g. the cluster is down) is dropped; the caller is told it failed
         this.queue = this.queue.filter((q) => q !== item);
-        reject(new Error(`Kafka did not acknowledge the publish to ${topic} within ${this.opts.publishTimeoutMs} ms`));
+        item.reject(new Error(`Kafka did not acknowledge the publish to ${topic} within ${this.opts.publishTimeoutMs} ms`));
       }, this.opts.publishTimeoutMs);
     });
     return Promise.race([acked, timeout]).finally(() => clearTimeout(timer));
   }
 
+  /**
+   * Takes the next produce request off the head of the queue: whole callers while they fit in maxRequestBytes; a
+   * caller that does not fit in what is left starts the next request, and one larger than a whole request is split.
+   */
+  private takeRequest(): Part[] {
+    const parts: Part[] = [];
+    let bytes = REQUEST_OVERHEAD_BYTES;
+    while (this.queue.length > 0) {
+      const item = this.queue[0];
+      if (item.settled) {
+        this.queue.shift();
+        continue;
+      }
+      let rest = 0;
+      for (let i = item.next; i < item.sizes.length; i++) rest += item.sizes[i];
+      // keep a caller's records together: if it fits in a request of its own, it waits for the next one
+      if (parts.length > 0 && bytes + rest > this.maxRequestBytes && REQUEST_OVERHEAD_BYTES + rest <= this.maxRequestBytes) break;
+      let end = item.next;
+      while (end < item.sizes.length && bytes + item.sizes[end] <= this.maxRequestBytes) bytes += item.sizes[end++];
+      if (end === item.next) break; // nothing of it fits in what is left: the next request
+      parts.push({ item, messages: item.messages.slice(item.next, end), last: end === item.messages.length });
+      item.next = end;
+      if (end < item.messages.length) break; // the request is full
+      this.queue.shift();
+    }
+    return parts;
+  }
+
+  private async sendParts(parts: Part[]): Promise<void> {
+    const byTopic = new Map<string, Message[]>();
+    for (const part of parts) {
+      const list = byTopic.get(part.item.topic) ?? [];
+      for (const m of part.messages) list.push(m);
+      byTopic.set(part.item.topic, list);
+    }
+    const producer = await this.getProducer();
+    await producer.sendBatch({
+      acks: -1,
+      topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+    });
+  }
+
+  /** A caller failed: it is told, and what is left of it is not sent. */
+  private fail(item: PendingSend, err: unknown): void {
+    item.reject(err);
+    this.queue = this.queue.filter((q) => q !== item);
+  }
+
   private async flush(): Promise<void> {
     while (this.queue.length > 0) {
-      const batch = this.queue;
-      this.queue = [];
-      const byTopic = new Map<string, Message[]>();
-      for (const item of batch) {
-        const list = byTopic.get(item.topic) ?? [];
-        for (const m of item.messages) list.push(m);
-        byTopic.set(item.topic, list);
-      }
+      const parts = this.takeRequest().filter((p) => !p.item.settled);
+      if (parts.length === 0) continue;
       try {
-        const producer = await this.getProducer();
-        await producer.sendBatch({
-          acks: -1,
-          topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
-        });
-        for (const item of batch) item.resolve();
+        await this.sendParts(parts);
+        for (const part of parts) if (part.last) part.item.resolve();
       } catch (err) {
-        for (const item of batch) item.reject(err);
+        const callers = [...new Set(parts.map((p) => p.item))];
+        if (!isTooLarge(err)) {
+          for (const item of callers) this.fail(item, err);
+          continue;
+        }
+        if (callers.length === 1) {
+          this.fail(callers[0], this.tooLargeForBroker(callers[0], err));
+          continue;
+        }
+        // the broker's (or the topic's) limit is below maxRequestBytes: each caller alone, so only the offending one fails
+        this.logger?.warn({ callers: callers.length, maxRequestBytes: this.maxRequestBytes }, 'Kafka refused a produce request as too large; sending its publishes one by one');
+        for (const item of callers) {
+          const own = parts.filter((p) => p.item === item);
+          if (item.settled) continue;
+          try {
+            await this.sendParts(own);
+            if (own.some((p) => p.last)) item.resolve();
+          } catch (err2) {
+            this.fail(item, isTooLarge(err2) ? this.tooLargeForBroker(item, err2) : err2);
+          }
+        }
       }
     }
+  }
+
+  private tooLargeForBroker(item: PendingSend, cause: unknown): Error {
+    return new RecordTooLargeError(
+      `Kafka refused the publish to ${item.topic} (${item.messages.length} records) as too large: the broker's or topic's ` +
+        `max.message.bytes is below this transport's maxRequestBytes (${this.maxRequestBytes})`,
+      { cause },
+    );
   }
 
   private getProducer(): Promise<Producer> {
@@ -229,7 +392,7 @@ export class KafkaTransport implements RecordTransport {
    * subscription resolves at once; records flow as soon as a consumer is up.
    */
   async subscribe(topic: string, handler: RecordHandler, options: SubscribeOptions): Promise<Subscription> {
-    if (this.closed) throw new Error('KafkaTransport is closed');
+    if (this.closing) throw new Error('KafkaTransport is closed');
     const supervised = new SupervisedSubscription(
       (onFatalCrash) => this.startConsumer(topic, handler, options, onFatalCrash),
       (err, attempt, delayMs) => this.logger?.warn({ topic, groupId: options.groupId, err, attempt, delayMs }, 'Kafka consumer not running; retrying'),
@@ -241,8 +404,10 @@ export class KafkaTransport implements RecordTransport {
   }
 
   private async startConsumer(topic: string, handler: RecordHandler, options: SubscribeOptions, onFatalCrash: () => void): Promise<KafkaSubscription> {
-    if (this.closed) throw new Error('KafkaTransport is closed');
+    const closed = () => new Error('KafkaTransport is closed');
+    if (this.closing) throw closed();
     await this.ensureTopics([topic, dlqTopic(topic)]);
+    if (this.closing) throw closed(); // close() began meanwhile: start nothing
     const sessionTimeout = this.opts.sessionTimeoutMs;
     const consumer = this.kafka.consumer({
       groupId: options.groupId,
@@ -261,6 +426,10 @@ export class KafkaTransport implements RecordTransport {
       this.subscriptions.delete(sub);
       await consumer.disconnect().catch(() => {});
       throw err;
+    }
+    if (this.closing) {
+      await sub.stop().catch(() => undefined);
+      throw closed();
     }
     return sub;
   }
@@ -282,8 +451,16 @@ export class KafkaTransport implements RecordTransport {
     ]);
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    if (!this.closingDone) {
+      this.closing = true;
+      this.closingDone = this.doClose();
+    }
+    return this.closingDone;
+  }
+
+  private async doClose(): Promise<void> {
+    // a supervised subscription whose consumer is still starting waits for that start and stops what it created
     await Promise.allSettled([...this.supervised].map((s) => s.stop()));
     await Promise.allSettled([...this.subscriptions].map((s) => s.stop()));
     this.closed = true;

@@ -16,6 +16,26 @@ const optional = z
 
 const PORT_NUMBER = 'a port number from 1 to 65535 (unset: no listener)';
 
+/** The form of EVENTSTORE_URL, for messages (a server without TLS, as docker-compose.yml runs it). */
+export const EVENTSTORE_URL_FORM = 'esdb://host:2113?tls=false';
+
+/**
+ * Why `url` is not a connection string the EventStoreDB client takes (its own parser says), or undefined. Only the
+ * position and what was expected there: the text at that position may be a password.
+ */
+function esdbUrlProblem(url: string): string | undefined {
+  // loaded only when EventStoreDB is configured: the parser's module loads the gRPC client
+  const { parseConnectionString } = require('@eventstore/db-client/dist/Client/parseConnectionString') as typeof import('@eventstore/db-client/dist/Client/parseConnectionString');
+  try {
+    parseConnectionString(url);
+    return undefined;
+  } catch (err) {
+    const { location, expected } = err as { location?: [number, number]; expected?: string };
+    const where = location && expected ? ` (at position ${location[0]}, expected ${expected})` : '';
+    return `not an EventStoreDB connection string${where}; the form is ${EVENTSTORE_URL_FORM}`;
+  }
+}
+
 const configSchema = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -57,9 +77,7 @@ const configSchema = z
     WEBHOOKS_PROXY_URL: optional.refine((v) => v === undefined || isProxyUrl(v), 'not an http:// or https:// proxy URL (http://egress-proxy.internal:4750)'),
   })
   .superRefine((c, ctx) => {
-    if (c.EVENT_STORE === 'esdb' && !c.EVENTSTORE_URL) {
-      ctx.addIssue({ code: 'custom', path: ['EVENTSTORE_URL'], message: 'required when EVENT_STORE=esdb' });
-    }
+    if (c.EVENT_STORE === 'esdb') checkEventStoreUrl(c.EVENTSTORE_URL, ctx);
     if (c.DATABASE_URL) {
       for (const name of ['ANONYMIZATION_SECRET', 'API_KEY_PEPPER'] as const) {
         if (!c[name]) ctx.addIssue({ code: 'custom', path: [name], message: 'required when DATABASE_URL is set' });
@@ -71,6 +89,12 @@ const configSchema = z
   });
 
 export type RawConfig = z.infer<typeof configSchema>;
+
+/** EVENTSTORE_URL, with EVENT_STORE=esdb: given, and a connection string the client takes. */
+function checkEventStoreUrl(url: string | undefined, ctx: z.RefinementCtx): void {
+  const problem = url ? esdbUrlProblem(url) : `required when EVENT_STORE=esdb (${EVENTSTORE_URL_FORM})`;
+  if (problem) ctx.addIssue({ code: 'custom', path: ['EVENTSTORE_URL'], message: problem });
+}
 
 export interface Config {
   http: { port: number; host: string };

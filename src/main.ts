@@ -31,6 +31,37 @@ import { fanOutLagSeconds } from './workers/webhook-fanout';
 
 export type Role = 'serve' | 'worker' | 'cli';
 
+/** EventStoreDB did not answer at start within STARTUP_WAIT_S; src/cli/startup-errors.ts names the cause and the fix. */
+export class EventStoreUnreachableError extends Error {
+  override name = 'EventStoreUnreachableError';
+
+  constructor(
+    /** the hosts of EVENTSTORE_URL (`host:port`), without its credentials and options */
+    readonly target: string,
+    cause: unknown,
+    readonly waitedMs: number,
+  ) {
+    super(`EventStoreDB (${target}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+/** The hosts of an EventStoreDB connection string: no credentials (they may hold a password), no options. */
+export function eventStoreTarget(url: string): string {
+  return url.replace(/^[^:]*:\/\//, '').replace(/^[^@/?]*@/, '').replace(/[/?].*$/, '');
+}
+
+/**
+ * Start-up reaches EventStoreDB before anything uses it (the projection runner, a one-shot command): an address
+ * nothing answers on fails the start, rather than a service that serves and logs failed batches for ever.
+ */
+async function reachEventStore(store: EventStore, url: string, waitMs: number): Promise<void> {
+  try {
+    await waitUntilAnswers(() => store.ping(), waitMs);
+  } catch (err) {
+    throw new EventStoreUnreachableError(eventStoreTarget(url), err, waitMs);
+  }
+}
+
 export interface Runtime {
   services: Services;
   app?: FastifyInstance;
@@ -153,13 +184,15 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
       // Loaded only when configured: the gRPC client is heavy to load.
       const { EsdbEventStore } = require('./adapters/event-store/esdb') as typeof import('./adapters/event-store/esdb');
       store = new EsdbEventStore({ connectionString: config.eventStore.url });
+      cleanups.push(() => store.close());
+      await reachEventStore(store, config.eventStore.url, waitMs);
     } else {
       // Its own pool: the event store's statements run on generic plans (see PoolOptions).
       const storePool = role === 'cli' ? createEventStorePool(databaseUrl, 2) : createEventStorePool(databaseUrl);
       cleanups.push(() => storePool.end());
       store = new PostgresEventStore(storePool);
+      cleanups.push(() => store.close());
     }
-    cleanups.push(() => store.close());
 
     let transport: RecordTransport;
     if (config.kafka) {

@@ -1,7 +1,8 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { type Position, START } from '../ports/event-store';
+import { type EventStore, InvalidPositionError, type Position, type ReadAllBatch, START } from '../ports/event-store';
 import { createEventRegistry } from '../events/catalogue';
 import { positiveInt } from './args';
+import { CliUsageError } from './failure';
 import { progress, progressDone, withCliRuntime } from './runtime';
 
 /** `--company 7` or `--company 7,9`: the company ids, each a positive integer (commander reports anything else). */
@@ -12,6 +13,23 @@ const companyIds = (v: string): Set<number> => {
   }
   return new Set(parts.map(Number));
 };
+
+const BATCH = 2000;
+
+/**
+ * The next batch of the log. The store parses the position before it reads anything: only `--from` can be text
+ * that is not one of its positions (every later one comes from the store), so its refusal names `--from`.
+ */
+async function readBatch(store: EventStore, after: Position): Promise<ReadAllBatch> {
+  try {
+    return await store.readAll(after, BATCH);
+  } catch (err) {
+    if (!(err instanceof InvalidPositionError)) throw err;
+    throw new CliUsageError(
+      `--from ${JSON.stringify(err.position)} is not a position of the ${store.kind} event store: expected ${err.expected} (the "position" of an exported line)`,
+    );
+  }
+}
 
 export function registerEventCommands(program: Command): void {
   const events = program.command('events').description('the event log, for analytics replay');
@@ -29,12 +47,11 @@ export function registerEventCommands(program: Command): void {
         const companies = opts.company;
         const limit = opts.limit ?? Infinity;
         let position = (opts.from ?? START) as Position;
-        if (position !== START) s.store.comparePositions(position, position); // validates the position's format
         let written = 0;
         let scanned = 0;
         let resumeFrom = position;
         while (written < limit) {
-          const batch = await s.store.readAll(position, 2000);
+          const batch = await readBatch(s.store, position);
           if (batch.events.length === 0) break;
           for (const e of batch.events) {
             scanned++;

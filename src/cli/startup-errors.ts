@@ -1,5 +1,6 @@
 import { inspect } from 'node:util';
-import { ConfigError } from '../config';
+import { ConfigError, EVENTSTORE_URL_FORM } from '../config';
+import { EventStoreUnreachableError } from '../main';
 import { NoAnswerError, StartupStepError } from '../shared/startup-step';
 import { CliUsageError } from './failure';
 
@@ -50,6 +51,7 @@ export function classifyStartupError(err: unknown): StartupProblem {
     return { cause: err.message, fix: 'correct those environment variables and start again' };
   }
   if (err instanceof StartupStepError) return classifyStep(err);
+  if (err instanceof EventStoreUnreachableError) return eventStoreProblem(err);
   return {
     cause: `start-up failed: ${messageOf(err)}`,
     fix: 'run again with LOG_LEVEL=debug for the stack trace',
@@ -128,6 +130,25 @@ function databaseProblem(err: StartupStepError, code: Code, cause: unknown): Sta
   return { cause: `${at} failed during start-up: ${messageOf(cause)}`, fix: "check DATABASE_URL and the Postgres server's log" };
 }
 
+const EVENT_STORE_FIX = `start EventStoreDB or correct the host and port in EVENTSTORE_URL (${EVENTSTORE_URL_FORM} for a server without TLS; STARTUP_WAIT_S sets the wait)`;
+
+/** EventStoreDB did not answer: the gRPC client's message carries the socket's reason (`connect ECONNREFUSED ...`). */
+function eventStoreProblem(err: EventStoreUnreachableError): StartupProblem {
+  const at = `EventStoreDB at ${err.target} (EVENTSTORE_URL)`;
+  const message = messageOf(err.cause);
+  const socketCode = /\bconnect (E[A-Z]+)\b/.exec(message)?.[1];
+  if (socketCode && UNREACHABLE[socketCode]) {
+    return { cause: `${at} is not reachable (${UNREACHABLE[socketCode]}; retried for ${seconds(err.waitedMs)})`, fix: EVENT_STORE_FIX };
+  }
+  if (/Name resolution failed|\b(ENOTFOUND|EAI_AGAIN)\b/.test(message)) {
+    return { cause: `the host of EVENTSTORE_URL (${err.target}) does not resolve`, fix: 'correct the host in EVENTSTORE_URL' };
+  }
+  return {
+    cause: `${at} did not answer within ${seconds(err.waitedMs)}${err.cause instanceof NoAnswerError ? '' : ` (${message})`}`,
+    fix: EVENT_STORE_FIX,
+  };
+}
+
 /** A listener that could not start; `portVariable` names the setting of its port. */
 function httpProblem(address: string, code: Code, cause: unknown, portVariable: 'PORT' | 'WORKER_OPS_PORT'): StartupProblem {
   const [host, port] = [address.slice(0, address.lastIndexOf(':')), address.slice(address.lastIndexOf(':') + 1)];
@@ -158,13 +179,13 @@ export function reportStartupFailure(err: unknown, debug: boolean, write: (text:
 
 /**
  * What a one-shot command prints when it fails: a configuration error or a mistake in its arguments or input as
- * its message, a failed start (database, data folder) as the start-up line with its fix; anything else is a fault
+ * its message, a failed start (database, data folder, event store) as the start-up line with its fix; anything else is a fault
  * of the service and keeps its stack trace. With `debug`, every failure is followed by the whole error.
  */
 export function cliFailureText(err: unknown, debug: boolean): string {
   const details = debug ? `\n${inspect(err, { depth: 6 })}` : '';
   if (err instanceof ConfigError) return `${err.message}${details}`;
   if (err instanceof CliUsageError) return `switchboard: ${err.message}${details}`;
-  if (err instanceof StartupStepError) return `${startupFailureLine(classifyStartupError(err))}${details}`;
+  if (err instanceof StartupStepError || err instanceof EventStoreUnreachableError) return `${startupFailureLine(classifyStartupError(err))}${details}`;
   return `switchboard: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
 }

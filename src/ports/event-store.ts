@@ -75,17 +75,34 @@ export interface EventStore {
   readStream(streamId: string, fromRevision?: bigint): Promise<RecordedEvent[]>;
   /** all events of each stream in revision order, keyed by stream id (every requested id; [] when unknown) */
   readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>>;
-  /** events in global order strictly after `after` (START = beginning); never skips a late commit */
+  /**
+   * events in global order strictly after `after` (START = beginning); never skips a late commit. Throws
+   * InvalidPositionError, before reading anything, when `after` is not one of this store's positions.
+   */
   readAll(after: Position, limit: number): Promise<ReadAllBatch>;
   /** position of the newest committed event (START when empty); readAll reaches it once older transactions end */
   headPosition(): Promise<Position>;
   /** number of events after `after` up to the head (for lag) */
   countAfter(after: Position): Promise<number>;
+  /** orders two positions; throws InvalidPositionError for text that is not one of this store's positions */
   comparePositions(a: Position, b: Position): number;
   /** resolves when something may have been appended (in-process or, where supported, by others) */
   onAppended(listener: () => void): () => void;
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Text that is not a position of this event store (a `--from` typed by hand); `expected` describes the form. */
+export class InvalidPositionError extends Error {
+  override name = 'InvalidPositionError';
+  constructor(
+    readonly position: string,
+    readonly expected: string,
+    /** the store's name in the message, where it helps (`EventStoreDB`) */
+    store?: string,
+  ) {
+    super(`invalid ${store ? `${store} ` : ''}position ${JSON.stringify(position)}: expected ${expected}`);
+  }
 }
 
 export class WrongExpectedRevisionError extends Error {

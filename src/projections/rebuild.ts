@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { type EventStore, type Position, START } from '../ports/event-store';
 import { applyHandled, rebuildSchemaOf, type Projection } from './projection';
-import { createTables, lockKeyOf } from './store';
+import { createTables, lockKeyOf, readCheckpoint } from './store';
 import { analyzeSchema } from './statistics';
 import { withTransaction as inTx } from '../shared/tx';
 
@@ -17,6 +17,7 @@ const BATCH = 2000;
  * Zero-downtime rebuild: replays the whole log into fresh tables (schema `<schema>__next`) while the live
  * tables keep serving and the live runner keeps advancing them; then, holding the projection's lock, catches
  * up the last events and swaps the schemas in one transaction (readers wait for a moment, none fail).
+ * Throws when another process is rebuilding the projection.
  */
 export async function rebuildProjection(
   pool: Pool,
@@ -24,12 +25,62 @@ export async function rebuildProjection(
   p: Projection,
   options: { onProgress?: (progress: RebuildProgress) => void; batchSize?: number },
 ): Promise<RebuildProgress> {
-  const next = rebuildSchemaOf(p);
-  const progress: RebuildProgress = { applied: 0, read: 0, position: START };
-  const guard = await pool.connect(); // one rebuild of a projection at a time
+  const progress = await underRebuildGuard(pool, p, () => replayAndSwap(pool, store, p, options));
+  if (progress === 'busy') throw new Error(`a rebuild of ${p.name} is already running`);
+  return progress;
+}
+
+/**
+ * The rebuild a new `version` of a projection asks for. Every process running the new code asks for it: one
+ * rebuilds; the others find it `busy` (the old tables keep serving: ask again later) or, once it is done,
+ * `current`. `onStart` is called only when this process starts the rebuild.
+ */
+export async function rebuildForVersionChange(
+  pool: Pool,
+  store: EventStore,
+  p: Projection,
+  onStart: () => void,
+): Promise<'rebuilt' | 'current' | 'busy'> {
+  return underRebuildGuard(pool, p, async () => {
+    // read under the guard: a process that read the old version before another's swap must not rebuild again
+    if ((await readCheckpoint(pool, p.name))?.version === p.version) return 'current';
+    onStart();
+    await replayAndSwap(pool, store, p, {});
+    return 'rebuilt';
+  });
+}
+
+/**
+ * Runs `rebuild` holding the projection's rebuild guard (one rebuild of a projection at a time, across
+ * processes, held by a session lock); `busy` without running it when another process holds the guard.
+ */
+async function underRebuildGuard<T>(pool: Pool, p: Projection, rebuild: () => Promise<T>): Promise<T | 'busy'> {
+  const guard = await pool.connect();
+  let broken: Error | undefined;
   try {
     const got = await guard.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`rebuild:${p.name}`]);
-    if (!got.rows[0].ok) throw new Error(`a rebuild of ${p.name} is already running`);
+    if (!got.rows[0].ok) return 'busy';
+    try {
+      return await rebuild();
+    } finally {
+      // a connection that cannot unlock is closed rather than pooled, so it cannot keep the guard
+      await guard.query('SELECT pg_advisory_unlock_all()').catch((err: Error) => (broken = err));
+    }
+  } finally {
+    guard.release(broken);
+  }
+}
+
+/** The rebuild itself, under the guard: a failure leaves the live tables and records the error. */
+async function replayAndSwap(
+  pool: Pool,
+  store: EventStore,
+  p: Projection,
+  options: { onProgress?: (progress: RebuildProgress) => void; batchSize?: number },
+): Promise<RebuildProgress> {
+  const next = rebuildSchemaOf(p);
+  const progress: RebuildProgress = { applied: 0, read: 0, position: START };
+  try {
     await inTx(pool, async (tx) => {
       await tx.query(`DROP SCHEMA IF EXISTS ${next} CASCADE`);
       await createTables(tx, next, p);
@@ -78,9 +129,6 @@ export async function rebuildProjection(
       ])
       .catch(() => undefined);
     throw err;
-  } finally {
-    await guard.query('SELECT pg_advisory_unlock_all()').catch(() => undefined);
-    guard.release();
   }
 }
 

@@ -4,7 +4,7 @@ import { StatisticsKeeper } from '../projections/statistics';
 import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
 import { applyHandled, appliesTo, type Projection } from '../projections/projection';
 import { ensureProjection, readCheckpoint, readCheckpoints } from '../projections/store';
-import { rebuildProjection } from '../projections/rebuild';
+import { rebuildForVersionChange } from '../projections/rebuild';
 import { ReadModelTimeoutError } from '../ports/read-models';
 import { literal, type OpenedRow, openedRow, openingStatement } from './projection-batch-sql';
 import { SharedLogReader } from './shared-log-reader';
@@ -219,12 +219,7 @@ export class ProjectionRunner {
   async runBatch(p: Projection, retried = false): Promise<number> {
     this.kicked.delete(p.name);
     const cp = this.stored.get(p.name) ?? (await this.loadCheckpoint(p));
-    if (cp.version !== p.version) {
-      await this.discardPreopened(p.name);
-      await this.rebuildForNewVersion(p, cp.version);
-      this.stored.delete(p.name);
-      return 0;
-    }
+    if (cp.version !== p.version) return this.rebuildForNewVersion(p, cp.version);
     const skipped = this.unpersisted.get(p.name);
     const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
     const from = sameWindow ? skipped.readTo : cp.position;
@@ -329,22 +324,47 @@ export class ProjectionRunner {
     return cp;
   }
 
-  /** Runs until every projection has applied everything appended so far (tests, CLI). */
-  async catchUp(): Promise<void> {
+  /**
+   * Runs until every projection has applied everything appended so far (tests, CLI), or until `deadline` (epoch
+   * ms): false when it gave up there, behind the head (an older transaction holding readAll back, or another
+   * process holding a projection).
+   */
+  async catchUp(deadline = Number.POSITIVE_INFINITY): Promise<boolean> {
     const head = await this.store.headPosition();
-    if (head === START) return;
+    if (head === START) return true;
     for (const p of this.projections) {
       while (!this.hasPassed(p.name, head)) {
+        if (Date.now() >= deadline) return false;
         const read = await this.runBatch(p);
-        if (read === -1) await this.waitFor(head, [p]);
+        if (read === -1) await this.waitForHolder(p, head, deadline);
         else if (read === 0) await sleep(5); // an older transaction still holds readAll back
       }
     }
+    return true;
   }
 
-  private async rebuildForNewVersion(p: Projection, from: number): Promise<void> {
-    this.options.logger?.warn({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding');
-    await rebuildProjection(this.pool, this.store, p, {});
+  /** Another process holds the projection: waits for it to pass `head` (10 s at most, as ever), or to the deadline. */
+  private async waitForHolder(p: Projection, head: Position, deadline: number): Promise<void> {
+    const left = deadline - Date.now();
+    try {
+      await this.waitFor(head, [p], Math.min(10_000, left));
+    } catch (err) {
+      if (!(err instanceof ReadModelTimeoutError) || left > 10_000) throw err;
+    }
+  }
+
+  /**
+   * 0 once the projection was rebuilt, here or by another process; -1 while another process rebuilds it (the old
+   * tables keep serving; the next batch asks again).
+   */
+  private async rebuildForNewVersion(p: Projection, from: number): Promise<number> {
+    await this.discardPreopened(p.name);
+    this.stored.delete(p.name); // read again next time, whatever happens here
+    const outcome = await rebuildForVersionChange(this.pool, this.store, p, () =>
+      this.options.logger?.warn({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding'));
+    if (outcome !== 'busy') return 0;
+    this.lockedElsewhere.add(p.name);
+    return -1;
   }
 
   private async recordFailure(p: Projection, err: unknown): Promise<void> {

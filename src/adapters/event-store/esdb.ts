@@ -58,6 +58,7 @@ import {
   type EventStore,
   type EventToAppend,
   type ExpectedRevision,
+  InvalidPositionError,
   type Position,
   type ReadAllBatch,
   type RecordedEvent,
@@ -93,7 +94,7 @@ export interface EsdbEventStoreOptions {
 export function decodeEsdbPosition(p: Position): EsdbPosition | null {
   if (p === START) return null;
   const m = /^(\d+)\/(\d+)$/.exec(p);
-  if (!m) throw new Error(`invalid EventStoreDB position ${JSON.stringify(p)} (expected "<commit>/<prepare>")`);
+  if (!m) throw new InvalidPositionError(p, '"<commit>/<prepare>", two integers such as "1048576/1048576"', 'EventStoreDB');
   return { commit: BigInt(m[1]), prepare: BigInt(m[2]) };
 }
 

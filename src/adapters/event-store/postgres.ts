@@ -7,6 +7,7 @@ import {
   type EventStore,
   type EventToAppend,
   type ExpectedRevision,
+  InvalidPositionError,
   type Position,
   type ReadAllBatch,
   type RecordedEvent,
@@ -21,6 +22,10 @@ const encode = (txId: string, seq: string): Position => `${txId}:${seq}` as Posi
 
 /** `txId:seq`, both as Postgres prints a bigint (no sign, no leading zeros) */
 const POSITION = /^(0|[1-9]\d*):(0|[1-9]\d*)$/;
+const POSITION_FORM = '"<transaction id>:<sequence>", two integers such as "7042:315"';
+const BIGINT_MAX = 9_223_372_036_854_775_807n;
+
+const invalidPosition = (p: string) => new InvalidPositionError(p, POSITION_FORM);
 
 /** Two non-negative integers written in decimal without leading zeros (as Postgres prints bigints). */
 const compareDecimals = (a: string, b: string): number =>
@@ -29,8 +34,10 @@ const compareDecimals = (a: string, b: string): number =>
 function decode(p: Position): [bigint, bigint] {
   if (p === START) return [-1n, -1n];
   const m = POSITION.exec(p);
-  if (!m) throw new Error(`invalid position ${JSON.stringify(p)}`);
-  return [BigInt(m[1]), BigInt(m[2])];
+  if (!m) throw invalidPosition(p);
+  const [tx, seq] = [BigInt(m[1]), BigInt(m[2])];
+  if (tx > BIGINT_MAX || seq > BIGINT_MAX) throw invalidPosition(p);
+  return [tx, seq];
 }
 
 interface EventRow {
@@ -359,7 +366,7 @@ export class PostgresEventStore implements EventStore {
     if (a === b) return 0;
     if (a === START) return -1;
     if (b === START) return 1;
-    if (!POSITION.test(a) || !POSITION.test(b)) throw new Error(`invalid position ${JSON.stringify(POSITION.test(a) ? b : a)}`);
+    if (!POSITION.test(a) || !POSITION.test(b)) throw invalidPosition(POSITION.test(a) ? b : a);
     const i = a.indexOf(':');
     const j = b.indexOf(':');
     return compareDecimals(a.slice(0, i), b.slice(0, j)) || compareDecimals(a.slice(i + 1), b.slice(j + 1));

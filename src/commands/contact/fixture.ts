@@ -6,6 +6,7 @@ import { normalizePhone } from '../../shared/phone';
 import { type Position, START } from '../../ports/event-store';
 import { readCheckpoints } from '../../projections/store';
 import { DomainError } from '../decider';
+import { readModelsBehind } from '../provisioning/read-models';
 import type { CommandContext } from '../handle';
 import {
   contactPhoneStreamId,
@@ -137,15 +138,13 @@ export async function seedFixtureContacts(
   }
   if (problems.length > 0) throw new FixtureContactsError(companyId, problems);
 
-  // 2. apply the differences
+  // 2. apply the differences (generated ids only once the fixture's own ids are reserved)
+  const fixtureIds = explicitContactIds(contacts);
+  await reserveFixtureContactIds(services, fixtureIds);
   let last: Position | undefined;
   const types = new Set<string>();
   for (const p of planned) {
-    let contactId = p.contactId;
-    if (contactId === undefined) {
-      do contactId = await nextContactId(services.pool);
-      while ((await services.store.readStream(contactStreamId(companyId, contactId))).length > 0);
-    }
+    const contactId = p.contactId ?? (await generatedContactId(services, companyId, fixtureIds));
     // the number's claim (idempotent: a claim this contact already holds appends nothing)
     const claimStream = contactPhoneStreamId(companyId, p.phone);
     const claimEvents = await services.store.readStream(claimStream);
@@ -168,10 +167,29 @@ export async function seedFixtureContacts(
     if (p.state.exists) result.changed++;
     else result.created++;
   }
-  const maxId = Math.max(0, ...contacts.map((c) => c.id ?? 0));
-  if (maxId > 0) await reserveContactIdsUpTo(services.pool, maxId);
   if (last) await waitForContactsReadModel(services, last, [...types]);
   return result;
+}
+
+/** The ids the fixture gives its contacts itself: a generated id is never one of them. */
+function explicitContactIds(contacts: readonly FixtureContact[]): Set<number> {
+  return new Set(contacts.flatMap((c) => (c.id === undefined ? [] : [c.id])));
+}
+
+/** Moves generated ids past the fixture's largest own id, before the seed hands out any. */
+async function reserveFixtureContactIds(services: Services, fixtureIds: ReadonlySet<number>): Promise<void> {
+  let largest = 0;
+  for (const id of fixtureIds) largest = Math.max(largest, id);
+  if (largest > 0) await reserveContactIdsUpTo(services.pool, largest);
+}
+
+/** A generated id for a new contact: none of the fixture's own ids, and no stored contact's. */
+async function generatedContactId(services: Services, companyId: number, fixtureIds: ReadonlySet<number>): Promise<number> {
+  for (;;) {
+    const id = await nextContactId(services.pool);
+    if (fixtureIds.has(id)) continue;
+    if ((await services.store.readStream(contactStreamId(companyId, id))).length === 0) return id;
+  }
 }
 
 /**
@@ -183,10 +201,10 @@ async function waitForContactsReadModel(services: Services, position: Position, 
   const deadline = Date.now() + 30_000;
   const affected = services.runner.affectedBy(types).map((p) => p.name);
   for (;;) {
-    await services.runner.catchUp();
+    const caughtUp = await services.runner.catchUp(deadline);
     const rows = (await readCheckpoints(services.pool)).filter((cp) => affected.includes(cp.name));
     if (rows.length === affected.length && rows.every((cp) => cp.position !== START && services.store.comparePositions(cp.position, position) >= 0)) return;
-    if (Date.now() > deadline) throw new Error(`read models ${affected.join(', ')} did not reach the seeded contacts in time`);
+    if (Date.now() > deadline) throw await readModelsBehind(services, `read models ${affected.join(', ')} did not reach the seeded contacts in time`, !caughtUp);
     await new Promise((r) => setTimeout(r, 20));
   }
 }

@@ -1,0 +1,43 @@
+import { classifyStartupError, cliFailureText } from '../../src/cli/startup-errors';
+import { EventStoreUnreachableError, eventStoreTarget } from '../../src/main';
+import { NoAnswerError } from '../../src/shared/startup-step';
+
+// EventStoreDB unreachable at start: the cause names EVENTSTORE_URL's hosts (never its credentials) and the reason the
+// gRPC client gives; the fix names EVENTSTORE_URL. (The e2e suite covers a closed port; these are the other reasons.)
+
+const unreachable = (message: string | Error) =>
+  new EventStoreUnreachableError('db.example:2113', typeof message === 'string' ? new Error(message) : message, 5_000);
+
+describe('start-up errors: EventStoreDB', () => {
+  it.each([
+    ['esdb://admin:changeit@db.example:2113?tls=false', 'db.example:2113'],
+    ['esdb+discover://n1:2113,n2:2113/?tls=true', 'n1:2113,n2:2113'],
+    ['esdb://eventstore', 'eventstore'],
+  ])('names %s by its hosts alone: %s', (url, target) => {
+    expect(eventStoreTarget(url)).toBe(target);
+  });
+
+  it('a host that does not resolve', () => {
+    expect(classifyStartupError(unreachable('14 UNAVAILABLE: Name resolution failed for target dns:db.example:2113'))).toEqual({
+      cause: 'the host of EVENTSTORE_URL (db.example:2113) does not resolve',
+      fix: 'correct the host in EVENTSTORE_URL',
+    });
+  });
+
+  it('a server that never answers', () => {
+    const problem = classifyStartupError(unreachable(new NoAnswerError('no answer within 5000 ms')));
+    expect(problem.cause).toBe('EventStoreDB at db.example:2113 (EVENTSTORE_URL) did not answer within 5 s');
+    expect(problem.fix).toMatch(/^start EventStoreDB or correct the host and port in EVENTSTORE_URL \(esdb:\/\/host:2113\?tls=false /);
+  });
+
+  it('another reason is quoted on the one line', () => {
+    const problem = classifyStartupError(unreachable('14 UNAVAILABLE: Connection dropped\n  (TLS handshake)'));
+    expect(problem.cause).toBe('EventStoreDB at db.example:2113 (EVENTSTORE_URL) did not answer within 5 s (14 UNAVAILABLE: Connection dropped (TLS handshake))');
+  });
+
+  it('a one-shot command prints the start-up line, without a stack trace', () => {
+    const text = cliFailureText(unreachable('14 UNAVAILABLE: No connection established. Last error: Error: connect ECONNREFUSED 10.0.0.9:2113.'), false);
+    expect(text).toMatch(/^switchboard: cannot start: EventStoreDB at db\.example:2113 \(EVENTSTORE_URL\) is not reachable \(connection refused; retried for 5 s\); start EventStoreDB/);
+    expect(text.split('\n')).toHaveLength(1);
+  });
+});

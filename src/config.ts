@@ -9,6 +9,13 @@ const isProxyUrl = (v: string): boolean => {
   }
 };
 
+/** `host:port[,host:port...]`: kafkajs takes brokers in that form only (no scheme; a missing port is NaN). */
+const isBrokerList = (v: string): boolean =>
+  v.split(',').every((b) => {
+    const m = /^([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/.exec(b.trim());
+    return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65_535;
+  });
+
 const optional = z
   .string()
   .optional()
@@ -38,7 +45,8 @@ function esdbUrlProblem(url: string): string | undefined {
 
 const configSchema = z
   .object({
-    PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+    // empty is unset (the default), not port 0 (any free port: what an explicit 0 asks for)
+    PORT: z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? undefined : v), z.coerce.number().int().min(0).max(65535).default(8080)),
     HOST: z.string().default('127.0.0.1'),
     WORKER_OPS_PORT: z.preprocess(
       (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
@@ -48,7 +56,7 @@ const configSchema = z
     DATABASE_URL: optional.refine((v) => v === undefined || isPostgresUrl(v), 'not a postgres:// URL (postgres://user:password@host:5432/database)'),
     EVENT_STORE: z.enum(['postgres', 'esdb']).default('postgres'),
     EVENTSTORE_URL: optional,
-    KAFKA_BROKERS: optional,
+    KAFKA_BROKERS: optional.refine((v) => v === undefined || isBrokerList(v), 'not a comma-separated list of host:port (kafka-1:9092,kafka-2:9092)'),
     KAFKA_CLIENT_ID: z.string().default('switchboard'),
     PROVIDER: z.enum(['sandbox', 'cloud-api']).default('sandbox'),
     PROVIDER_BASE_URL: z.string().default('https://graph.facebook.com'),

@@ -55,6 +55,13 @@ describe('config', () => {
     }
     expect(loadConfig({ WEBHOOKS_PROXY_URL: 'http://user:pw@egress:3128' }).webhooks.proxyUrl).toBe('http://user:pw@egress:3128');
     expect(loadConfig({ WEBHOOKS_PROXY_URL: '' }).webhooks.proxyUrl).toBeUndefined();
+    for (const brokers of ['localhost', 'kafka://h:9092', ',', 'h:9092,', 'h:0', 'h:99999', 'h: 9092x']) {
+      expect(() => loadConfig({ KAFKA_BROKERS: brokers })).toThrow('invalid configuration: KAFKA_BROKERS: not a comma-separated list of host:port (kafka-1:9092,kafka-2:9092)');
+    }
+    expect(loadConfig({ KAFKA_BROKERS: 'kafka-1:9092, 10.0.0.7:9093,[::1]:9094' }).kafka?.brokers).toEqual(['kafka-1:9092', '10.0.0.7:9093', '[::1]:9094']);
+    expect(loadConfig({ KAFKA_BROKERS: ' ' }).kafka).toBeUndefined();
+    expect(loadConfig({ PORT: '' }).http.port).toBe(8080); // empty is unset, not port 0 (any free port)
+    expect(loadConfig({ PORT: '0' }).http.port).toBe(0);
     for (const port of ['0', '65536', '94.5', 'metrics']) {
       expect(() => loadConfig({ WORKER_OPS_PORT: port })).toThrow('invalid configuration: WORKER_OPS_PORT: a port number from 1 to 65535 (unset: no listener)');
     }

@@ -13,7 +13,8 @@ import { decideBulkStatuses } from '../commands/bulk/delivery';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
 import { isObject, parseStatusRecord } from './delivery-status-parsing';
 import { type DeliveryConsumerOptions, deliveryCore } from './delivery-record-handler';
-import { findProviderMessageOwners } from './provider-message-owners';
+import { findOwnersAndParked, findProviderMessageOwners } from './provider-message-owners';
+import { parkStatuses } from './parked-statuses';
 import { countAppended, decideStatus, statusEvents } from './send-status-applier';
 
 const poison = (reason: string): RecordOutcome => ({ kind: 'poison', reason });
@@ -29,7 +30,7 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
 }
 
 export function batchHandlerOver(services: Services, options: DeliveryConsumerOptions, core: ReturnType<typeof deliveryCore>): BatchHandler {
-  const { owners, sendCache, handleRecord } = core;
+  const { owners, sendCache, handleRecord, parking } = core;
   const concurrency = options.keyedConcurrency ?? 16;
 
   /** Per-record path over lanes: lanes at once, a lane's records one after the other; a transient failure stops its lane. */
@@ -196,9 +197,24 @@ export function batchHandlerOver(services: Services, options: DeliveryConsumerOp
       }
     });
 
-    // one owner query for the provider ids not cached yet
+    // one owner query for the provider ids not cached yet (with parking, the same statement names the ids with
+    // parked statuses: their owners are not cached, and their statuses here are parked after them, in order)
     const unknownIds = [...new Set([...updates.values()].map((u) => u.providerMessageId).filter((id) => !owners.get(id)))];
-    if (unknownIds.length > 0) for (const [id, owner] of await findProviderMessageOwners(services, unknownIds)) owners.set(id, owner);
+    if (unknownIds.length > 0 && !parking) for (const [id, owner] of await findProviderMessageOwners(services, unknownIds)) owners.set(id, owner);
+    if (unknownIds.length > 0 && parking) {
+      const found = await findOwnersAndParked(services, unknownIds);
+      for (const [id, owner] of found.owners) if (!found.parked.has(id)) owners.set(id, owner);
+      const toPark = [...updates].filter(([i, u]) => outcomes[i] === undefined && found.parked.has(u.providerMessageId)).sort(([a], [b]) => a - b);
+      if (toPark.length > 0) {
+        try {
+          await parkStatuses(services.pool, toPark.map(([i, update]) => ({ record: records[i], update })));
+          for (const [i] of toPark) outcomes[i] = OK;
+          services.logger.info({ statuses: toPark.length }, 'provider statuses parked after the parked statuses of their provider ids');
+        } catch (err) {
+          for (const [i] of toPark) outcomes[i] = { kind: 'retry', error: err };
+        }
+      }
+    }
 
     // lanes: records sharing a key or a provider message id (union-find over both)
     const parent = new Map<string, string>();

@@ -4,8 +4,14 @@
 //    dispatch on the owner's `kind`, so bulk recipients can register their own applier). Statuses are
 //    monotonic (the send decider); event ids are derived from the record (provider id + status + timestamp),
 //    so a redelivered record is recognised. A status that arrives before the send's acceptance is projected
-//    is waited for briefly in place, then retried by the transport (transient error) until `ownerGraceMs`
-//    after it was first seen; after that it is dead-lettered (PoisonRecordError → provider.webhooks.dlq);
+//    is waited for briefly in place (`ownerWaitMs`). If its owner is still unknown then (a message sent from
+//    another tool on the same number, say), with the Kafka transport it is PARKED: written to Postgres
+//    (parked-statuses.ts) and counted as handled, so the partition moves on; a later status of a provider id
+//    with parked statuses is parked after them (applied in order). The parked-status sweeper
+//    (parked-status-sweeper.ts), started and stopped with the consumer, applies them once the owner is known,
+//    or dead-letters them `ownerGraceMs` after they were parked (provider.webhooks.dlq, the same reason and
+//    metrics). In-process (no partition to hold back), such a status is retried by the transport (transient
+//    error) until `ownerGraceMs` after it was first seen, then dead-lettered (PoisonRecordError);
 //  - records each inbound message as MessageRecorded (direction inbound, channel PROVIDER_MSGAPP, author the
 //    contact matched by phone variants) on `conversation-{companyId}-msgapp-{phone_number_id}-{from}`.
 // Malformed records and records that can never apply go to the DLQ with the reason, never block a partition.
@@ -21,10 +27,11 @@
 // for a revision or an event id (another consumer got there first) falls back to the per-record path, which
 // recognises what is stored already.
 import type { Services } from '../services';
-import type { BatchHandler, RecordHandler, Subscription } from '../ports/transport';
+import type { BatchHandler, IncomingRecord, RecordHandler, Subscription } from '../ports/transport';
 import { PROVIDER_WEBHOOK_TOPIC } from '../shared/provider-webhook';
 import { batchHandlerOver } from './delivery-batch-handler';
 import { type DeliveryConsumerOptions, deliveryCore } from './delivery-record-handler';
+import { startParkedStatusSweeper } from './parked-status-sweeper';
 
 export { parseStatusRecord } from './delivery-status-parsing';
 export type { DeliveryConsumerOptions } from './delivery-record-handler';
@@ -46,16 +53,30 @@ export function createDeliveryBatchHandler(services: Services, options: Delivery
 export async function startDeliveryConsumer(services: Services, options: DeliveryConsumerOptions = {}): Promise<Subscription> {
   const topic = options.topic ?? PROVIDER_WEBHOOK_TOPIC;
   const core = deliveryCore(services, options); // one set of caches for both forms
-  return services.transport.subscribe(topic, core.handleRecord, {
+  const onDeadLetter = (record: IncomingRecord, reason: string) => {
+    services.metrics.deadLetters.labels(record.topic).inc();
+    services.logger.warn({ topic: record.topic, key: record.key, partition: record.partition, offset: record.offset, reason }, 'provider notification dead-lettered');
+  };
+  const subscription = await services.transport.subscribe(topic, core.handleRecord, {
     groupId: options.groupId ?? DELIVERY_GROUP_ID,
     // a fetched partition batch at a time: one owner query, one stream read and one append per batch
     batchHandler: batchHandlerOver(services, options, core),
     maxBatchRecords: options.maxBatchRecords ?? 500,
     // statuses of different messages are independent; one message's statuses stay in order (key = provider id)
     keyedConcurrency: options.keyedConcurrency ?? 16,
-    onDeadLetter: (record, reason) => {
-      services.metrics.deadLetters.labels(record.topic).inc();
-      services.logger.warn({ topic: record.topic, key: record.key, partition: record.partition, offset: record.offset, reason }, 'provider notification dead-lettered');
-    },
+    onDeadLetter,
   });
+  if (!core.parking) return subscription;
+  const sweeper = startParkedStatusSweeper(services, {
+    topic,
+    graceMs: options.ownerGraceMs ?? 60_000,
+    intervalMs: options.parkedSweepMs ?? 1_000,
+    apply: core.applyStatus,
+    onDeadLetter,
+  });
+  return {
+    async stop() {
+      await Promise.all([subscription.stop(), sweeper.stop()]);
+    },
+  };
 }

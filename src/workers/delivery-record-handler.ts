@@ -5,24 +5,36 @@ import type { EventToAppend } from '../ports/event-store';
 import { inboundProviderMessage } from '../commands/send/conversation';
 import { conversationStreamId } from '../commands/conversation/decider';
 import { deterministicUuid } from '../commands/send/ids';
-import { PoisonRecordError, type RecordHandler } from '../ports/transport';
+import { type IncomingRecord, PoisonRecordError, type RecordHandler } from '../ports/transport';
+import type { ProviderMessageOwner } from '../projections/sends/queries';
 import { findContactForRecipient } from '../projections/sends/contacts';
 import { findNumberByProviderId } from '../projections/sends/queries';
 import { normalizePhone } from '../shared/phone';
 import { hasUnstorableText } from '../shared/storable';
 import { InvalidEventError } from '../events/registry';
-import type { StatusApplier } from '../commands/delivery-status';
+import type { ProviderStatusUpdate, StatusApplier } from '../commands/delivery-status';
 import { isObject, parseStatusRecord, unixToIso } from './delivery-status-parsing';
-import { createOwnerFinder } from './provider-message-owners';
+import { createOwnerFinder, PARK } from './provider-message-owners';
+import { parkStatuses } from './parked-statuses';
 import { createSendStatusApplier, createSendStreamCache, statusAppliers, statusIdentity } from './send-status-applier';
 
 export interface DeliveryConsumerOptions {
   topic?: string;
   groupId?: string;
-  /** how long a status for an unknown provider message id is retried before it is dead-lettered (default 60 s) */
+  /**
+   * how long a status for an unknown provider message id waits for its owner before it is dead-lettered, counted
+   * from when it was parked (or, without parking, first seen) (default 60 s)
+   */
   ownerGraceMs?: number;
   /** how long one attempt waits in place for the owner to appear (default 500 ms) */
   ownerWaitMs?: number;
+  /**
+   * park a status whose owner is still unknown after `ownerWaitMs` in Postgres and move on (default: with the Kafka
+   * transport, where retrying it in place would hold back its whole partition); else it is retried in place
+   */
+  parkUnknownOwners?: boolean;
+  /** how often the parked-status sweeper looks at the parked statuses (default 1 s) */
+  parkedSweepMs?: number;
   /** records of one partition handled at once on the per-record path; one message's statuses stay in order (default 16) */
   keyedConcurrency?: number;
   /** most records per batch (default 500; the transport's maxBatchRecords) */
@@ -31,19 +43,31 @@ export interface DeliveryConsumerOptions {
 
 /** What the per-record and the batch handlers share: caches, the owner lookup, the per-record handler. */
 export function deliveryCore(services: Services, options: DeliveryConsumerOptions) {
-  const { owners, firstSeen, findOwner } = createOwnerFinder(services, options);
+  const parking = options.parkUnknownOwners ?? services.transport.kind === 'kafka';
+  const { owners, firstSeen, findOwner } = createOwnerFinder(services, { ...options, park: parking });
   const sendCache = createSendStreamCache();
   const applySend = createSendStatusApplier({ cache: sendCache });
   const applierFor = (kind: string): StatusApplier | undefined => (kind === 'send' ? applySend : statusAppliers.get(kind));
 
-  const onStatus = async (value: Record<string, any>) => {
-    const update = parseStatusRecord(value);
-    if (!update) return; // a status we do not track (e.g. deleted, warning)
-    const owner = await findOwner(update);
-    firstSeen.delete(statusIdentity(update));
+  /** A status applied to its owner: the path of live records, and of parked ones once their owner is known. */
+  const applyStatus = async (owner: ProviderMessageOwner, update: ProviderStatusUpdate) => {
     const apply = applierFor(owner.kind);
     if (!apply) throw new PoisonRecordError(`no status applier for provider messages of kind ${owner.kind}`);
     await apply(services, owner, update);
+  };
+
+  const onStatus = async (record: IncomingRecord, value: Record<string, any>) => {
+    const update = parseStatusRecord(value);
+    if (!update) return; // a status we do not track (e.g. deleted, warning)
+    const owner = await findOwner(update);
+    if (owner === PARK) {
+      // in Postgres before the offset moves on; the sweeper applies it (in order) once the owner is known
+      await parkStatuses(services.pool, [{ record, update }]);
+      services.logger.info({ providerMessageId: update.providerMessageId, status: update.status }, 'provider status parked until its owner is known');
+      return;
+    }
+    firstSeen.delete(statusIdentity(update));
+    await applyStatus(owner, update);
   };
 
   const onMessage = async (value: Record<string, any>) => {
@@ -90,12 +114,12 @@ export function deliveryCore(services: Services, options: DeliveryConsumerOption
   const handleRecord: RecordHandler = async (record) => {
     const value = record.value;
     if (!isObject(value)) throw new PoisonRecordError('record value is not a JSON object');
-    if (value.kind === 'status') return onStatus(value);
+    if (value.kind === 'status') return onStatus(record, value);
     if (value.kind === 'message') return onMessage(value);
     throw new PoisonRecordError(`unknown record kind ${JSON.stringify(value.kind)}`);
   };
 
-  return { owners, sendCache, handleRecord };
+  return { owners, sendCache, handleRecord, applyStatus, parking };
 }
 
 /** Appends an inbound message; one its event schema refuses (checked before anything is written) is a poison record. */

@@ -1,5 +1,8 @@
 // Finding the send or bulk recipient that owns a provider message id: one query for a batch's ids, and the
-// per-record lookup that waits briefly in place, then retries until the grace period ends (then dead-letters).
+// per-record lookup that waits briefly in place. With parking (the Kafka transport; docs/sends.md, "Delivery
+// consumer"), a status whose owner is still unknown after that wait is to be parked (parked-statuses.ts), and so is
+// any status of a provider id with statuses parked already (they apply in order); without parking (in-process), it
+// is retried by the transport until the grace period ends (then dead-lettered).
 import type { Services } from '../services';
 import { reconcileSendFromStatus } from '../commands/send/reconcile';
 import { PoisonRecordError } from '../ports/transport';
@@ -10,9 +13,10 @@ import { BULK_OWNERS_SELECT, bulkOwnerFromRow, findBulkMessageOwner } from '../c
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
 import { Lru } from '../shared/lru';
 import { statusIdentity } from './send-status-applier';
+import { hasParkedStatuses, PARKED_IDS_SELECT } from './parked-statuses';
 
 /** [issue 16] A status naming a keyed send whose answer was never recorded records that answer (per-record path only). */
-const reconciledOwner = (services: Services, update: ProviderStatusUpdate) =>
+export const reconciledOwner = (services: Services, update: ProviderStatusUpdate) =>
   update.clientReference === undefined
     ? undefined
     : reconcileSendFromStatus(services, {
@@ -31,18 +35,36 @@ const MAX_TRACKED = 100_000;
 
 /** Owners of provider message ids, one query: the single sends' owner index and the bulk recipients. */
 export async function findProviderMessageOwners(services: Services, ids: readonly string[]): Promise<Map<string, ProviderMessageOwner>> {
+  return (await ownersQuery(services, ids, false)).owners;
+}
+
+/**
+ * The same query, which also names the provider ids with parked statuses (same statement: the batch's hot path
+ * keeps its single owner query).
+ */
+export async function findOwnersAndParked(services: Services, ids: readonly string[]): Promise<{ owners: Map<string, ProviderMessageOwner>; parked: Set<string> }> {
+  return ownersQuery(services, ids, true);
+}
+
+async function ownersQuery(services: Services, ids: readonly string[], withParked: boolean) {
   const out = new Map<string, ProviderMessageOwner>();
-  if (ids.length === 0) return out;
+  const parked = new Set<string>();
+  if (ids.length === 0) return { owners: out, parked };
   const r = await services.pool.query<{
     provider_message_id: string; rank: number; kind: string; stream_id: string | null; company_id: number; bulk_id: string | null; chunk: number | null;
   }>(
     `SELECT provider_message_id, 0 AS rank, kind, stream_id, company_id, NULL::text AS bulk_id, NULL::int AS chunk
        FROM ${SENDS_SCHEMA}.provider_messages WHERE provider_message_id = ANY($1::text[])
-     UNION ALL ${BULK_OWNERS_SELECT}
+     UNION ALL ${BULK_OWNERS_SELECT}${withParked ? `
+     UNION ALL ${PARKED_IDS_SELECT}` : ''}
      ORDER BY rank`,
     [ids],
   );
   for (const row of r.rows) {
+    if (row.kind === 'parked' && row.rank === 9) {
+      parked.add(row.provider_message_id);
+      continue;
+    }
     if (out.has(row.provider_message_id)) continue; // the lowest rank wins
     out.set(
       row.provider_message_id,
@@ -51,22 +73,31 @@ export async function findProviderMessageOwners(services: Services, ids: readonl
         : bulkOwnerFromRow({ provider_message_id: row.provider_message_id, company_id: row.company_id, bulk_id: row.bulk_id!, chunk: row.chunk! }),
     );
   }
-  return out;
+  return { owners: out, parked };
 }
 
+/** What the per-record lookup says of a status to park rather than apply now. */
+export const PARK = 'park' as const;
+
 /**
- * The per-record owner lookup: cached owners, else the owner indexes, waited for in place up to `ownerWaitMs`;
- * `firstSeen` holds when a status with no owner yet was first seen (dead-lettered `ownerGraceMs` after).
+ * The per-record owner lookup: cached owners, else the owner indexes, waited for in place up to `ownerWaitMs`.
+ * With `park`: a status of a provider id with parked statuses is to be parked after them (checked on a cache miss
+ * only: an owner is cached only when no status of its id was parked, and none is parked once the owner is known),
+ * and so is a status whose owner is still unknown after the wait; such an owner is not cached. Without `park`:
+ * `firstSeen` holds when a status with no owner yet was first seen; it is retried (OwnerNotYetKnownError), then
+ * dead-lettered `ownerGraceMs` after.
  */
-export function createOwnerFinder(services: Services, options: { ownerGraceMs?: number; ownerWaitMs?: number }) {
+export function createOwnerFinder(services: Services, options: { ownerGraceMs?: number; ownerWaitMs?: number; park?: boolean }) {
   const graceMs = options.ownerGraceMs ?? 60_000;
   const waitMs = options.ownerWaitMs ?? 500;
+  const park = options.park ?? false;
   const firstSeen = new Map<string, number>();
   const owners = new Lru<string, ProviderMessageOwner>(50_000); // an owner never changes once recorded
 
-  const findOwner = async (update: ProviderStatusUpdate): Promise<ProviderMessageOwner> => {
+  const findOwner = async (update: ProviderStatusUpdate): Promise<ProviderMessageOwner | typeof PARK> => {
     const known = owners.get(update.providerMessageId);
     if (known) return known;
+    if (park && (await hasParkedStatuses(services.pool, update.providerMessageId))) return PARK;
     const started = Date.now();
     for (let delay = 10; ; delay = Math.min(delay * 2, 200)) {
       const owner = (await findProviderMessageOwner(services.pool, update.providerMessageId))
@@ -79,6 +110,7 @@ export function createOwnerFinder(services: Services, options: { ownerGraceMs?: 
       if (Date.now() - started >= waitMs) break;
       await sleep(Math.min(delay, Math.max(0, waitMs - (Date.now() - started))));
     }
+    if (park) return PARK; // the sweeper applies it once the owner is known, or dead-letters it after the grace
     const identity = statusIdentity(update);
     const first = firstSeen.get(identity) ?? started;
     if (!firstSeen.has(identity)) {

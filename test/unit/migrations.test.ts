@@ -7,7 +7,7 @@ describe('loadMigrations', () => {
   it('reads the versioned SQL files in order, one per version', () => {
     const versions = loadMigrations().map((m) => m.version);
     expect(versions).toEqual(versions.map((_, i) => i + 1));
-    expect(loadMigrations().at(-1)).toMatchObject({ version: 11, name: 'parked_provider_statuses' });
+    expect(loadMigrations().at(-1)).toMatchObject({ version: 12, name: 'webhook_older_secrets' });
   });
 
   it('refuses two files of one version (a stale copy of a renamed migration), naming both', () => {

@@ -10,14 +10,15 @@ export const WEBHOOKS_SCHEMA = 'rm_webhooks';
 
 /**
  * Secrets rotated out before the previous one that still sign (their 24 h not over): with the current and the
- * previous, at most five signatures per webhook; a sixth rotation within 24 h ends the oldest's grace early.
+ * previous, at most five signatures per webhook; a fifth rotation within 24 h ends the oldest's grace early.
  */
 export const OLDER_SECRETS_KEPT = 3;
 
 export const webhooksProjection: Projection = {
   name: 'webhooks',
-  // 2: older_secrets (2026-11-27)
-  version: 2,
+  // older_secrets (2026-11-27) is added to the live table by migration 0012, not by a version bump (its rebuild
+  // would leave the live table without the column until the swap)
+  version: 1,
   schema: WEBHOOKS_SCHEMA,
   handles: WEBHOOK_ENDPOINT_EVENT_TYPES,
   ddl: `

@@ -22,9 +22,8 @@ export const bulkFailureMessage = (errorCode: string | null, errorMessage: strin
  *   failed_count    = rows with status failed (refused, interrupted, or failed after acceptance)
  * Every update is guarded by the row's current status, so redelivered events change nothing and statuses
  * only move forward (pending → sent → delivered → read; failed from pending, sent or delivered).
- * `messages.id` is the spec's integer id, assigned when a chunk's rows are inserted, in the batch's transaction
- * and the insert itself (BulkRecipientsAdded below): a rolled-back batch gives its ids back and a redelivered
- * chunk takes none, so the live ids have no gaps and a rebuild assigns the same ones (docs/bulk.md).
+ * `messages.id` is the spec's integer id: a serial drawn when a chunk's rows are inserted (a redelivered chunk
+ * draws none), so a rebuild assigns the same ids.
  */
 export const bulkProjection: Projection = {
   name: 'bulk',
@@ -65,7 +64,7 @@ export const bulkProjection: Projection = {
     );
     CREATE INDEX IF NOT EXISTS bulk_sends_company ON bulk_sends (company_id, created_at DESC, bulk_id);
     CREATE TABLE IF NOT EXISTS messages (
-      id                  bigint PRIMARY KEY, -- assigned by the insert (no sequence: see BulkRecipientsAdded)
+      id                  bigserial PRIMARY KEY,
       bulk_id             uuid NOT NULL,
       chunk               integer NOT NULL,
       idx                 integer NOT NULL,
@@ -91,11 +90,9 @@ export const bulkProjection: Projection = {
       case 'BulkRecipientsAdded': {
         const d = e.data;
         const first = d.recipients[0].index;
-        // ids: the highest id plus the recipient's rank in the chunk, only for a chunk not inserted yet, in this
-        // statement (see recordRequestsAndAcceptances in ../sends/projection.ts for why this is safe)
         await tx.query(
-          `INSERT INTO messages (id, bulk_id, chunk, idx, recipient_phone, variables)
-           SELECT (SELECT COALESCE(max(m.id), 0) FROM messages m) + row_number() OVER (ORDER BY r.idx), $1, $2, r.idx, r.phone, r.variables
+          `INSERT INTO messages (bulk_id, chunk, idx, recipient_phone, variables)
+           SELECT $1, $2, r.idx, r.phone, r.variables
              FROM jsonb_to_recordset($3::jsonb) AS r(idx integer, phone text, variables jsonb)
             WHERE NOT EXISTS (SELECT 1 FROM messages WHERE bulk_id = $1 AND idx = $4)
             ORDER BY r.idx`,

@@ -12,9 +12,8 @@ export const SENDS_SCHEMA = 'rm_sends';
  * consumer uses to find the owner of a notification, and the sending numbers (provider phone number id →
  * company) for inbound messages.
  *
- * `sends.id` is the spec's integer id, assigned in event order by the insert itself (recordRequestsAndAcceptances)
- * in the batch's transaction: a batch rolled back (a failure, a crash) gives its ids back and a redelivered
- * request takes none, so the live ids have no gaps and a rebuild assigns the same ones (docs/sends.md).
+ * `sends.id` is the spec's integer id: a serial assigned in event order (never burnt by a redelivered
+ * event: the insert only draws a value when the row is new), so a rebuild assigns the same ids.
  * `provider_messages` is the owner index: kind 'send' rows come from TemplateSendAccepted; other kinds
  * (bulk recipients) can be added by handling their events here, the consumer dispatches on `kind`.
  */
@@ -28,7 +27,7 @@ export const sendsProjection: Projection = {
   ],
   ddl: `
     CREATE TABLE IF NOT EXISTS sends (
-      id                   bigint PRIMARY KEY, -- assigned by the insert (no sequence: see recordRequestsAndAcceptances)
+      id                   bigserial PRIMARY KEY,
       send_id              text NOT NULL UNIQUE,
       company_id           integer NOT NULL,
       number_id            integer NOT NULL,
@@ -143,17 +142,10 @@ type Accepted = { d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data'
 
 /**
  * Requests and provider answers in one statement. A request new to the table is inserted already answered when
- * its answer is in the same batch (ids in the batch's order, below); an answer
+ * its answer is in the same batch (ids drawn in the batch's order; a redelivered request burns no id); an answer
  * to a send requested earlier updates its pending row (the update sees the table as it was before this statement,
  * so never a row the insert adds). The first answer of a send wins, as one by one: a later one finds it no longer
  * pending. Every answer's provider message id is mapped to its send.
- *
- * Ids: the table's highest id plus the rank, in event order, of the requests really new (a redelivered one is
- * filtered out before it is numbered), in this statement: a rolled-back batch gives its ids back, so a rebuild
- * assigns the same ones (a `bigserial` until 2026-11-27 burnt values on rollback; live tables keep its unused
- * default and their ids, docs/sends.md). Safe with one writer at a time per schema: the live one by the runner's
- * batch transaction under the projection's advisory lock (src/workers/projection-batch-sql.ts), `__next` by the one
- * rebuild; two overlapping writers would fail on the primary key, never share an id.
  */
 async function recordRequestsAndAcceptances(tx: PoolClient, requests: Requested[], answers: Accepted[]): Promise<void> {
   if (requests.length === 0 && answers.length === 0) return;
@@ -167,11 +159,10 @@ async function recordRequestsAndAcceptances(tx: PoolClient, requests: Requested[
      ), a AS (
        SELECT * FROM unnest($14::text[], $15::text[], $16::timestamptz[]) AS a(send_id, pmid, at)
      ), inserted AS (
-       INSERT INTO sends (id, send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
+       INSERT INTO sends (send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
                           recipient_phone, recipient_e164, variables, button_variables, requested_at,
                           provider_message_id, was_successful, status, sent_at)
-       SELECT (SELECT COALESCE(max(m.id), 0) FROM sends m) + row_number() OVER (ORDER BY u.ord),
-              u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
+       SELECT u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
               u.recipient_phone, u.recipient_e164, u.variables, u.button_variables, u.requested_at,
               a.pmid, CASE WHEN a.send_id IS NOT NULL THEN true END, CASE WHEN a.send_id IS NOT NULL THEN 'sent' ELSE 'pending' END, a.at
          FROM u LEFT JOIN a ON a.send_id = u.send_id

@@ -45,9 +45,17 @@ export class EventStoreUnreachableError extends Error {
   }
 }
 
-/** The hosts of an EventStoreDB connection string: no credentials (they may hold a password), no options. */
+/**
+ * The hosts of an EventStoreDB connection string, as the client's own parser reads them: no credentials (a password
+ * may hold `/` or `?`, which a pattern would cut wrongly and print), no options.
+ */
 export function eventStoreTarget(url: string): string {
-  return url.replace(/^[^:]*:\/\//, '').replace(/^[^@/?]*@/, '').replace(/[/?].*$/, '');
+  const { parseConnectionString } = require('@eventstore/db-client/dist/Client/parseConnectionString') as typeof import('@eventstore/db-client/dist/Client/parseConnectionString');
+  try {
+    return parseConnectionString(url).hosts.map((h) => `${h.address}:${h.port}`).join(',');
+  } catch {
+    return 'EVENTSTORE_URL'; // config refuses a string the parser does not take: not reached
+  }
 }
 
 /**

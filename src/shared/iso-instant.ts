@@ -2,8 +2,8 @@
 // `±HH`, `±HHMM` or `±HH:MM` (basic and extended formats alike), and, where a zone may be left out (the export's
 // query), `YYYY-MM-DD` or a time without a zone, read as UTC. Millisecond precision; years as written.
 
-const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?\s*(Z|z|[+\- ]\d{2}(?::?\d{2})?)?)?$/;
-const STRICT_ISO = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|z|[+-]\d{2}(?::?\d{2})?)$/;
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?\s*(Z|z|[+\- ]\d{2}(?::?\d{2})?)?)?$/;
+const STRICT_ISO = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(Z|z|[+-]\d{2}(?::?\d{2})?)$/;
 
 export interface IsoInstantOptions {
   /**

@@ -1,8 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { CloudApiProvider } from '../../src/adapters/provider/cloud-api';
 import { buildComponents, type TemplateShape } from '../../src/commands/send/components';
 import { ProviderError } from '../../src/ports/provider';
+import { UNTRUSTED_TLS } from '../support/tls';
 
 // A local stand-in for the provider's Graph API: records each request and answers from a queue.
 interface Recorded { method: string; url: string; headers: IncomingHttpHeaders; body: unknown }
@@ -163,6 +165,20 @@ describe('cloud-api provider against a local HTTP server', () => {
     expect(new CloudApiProvider(options).maxCallMs).toBe(3 * 10_000 + 250 + 500);
     expect(new CloudApiProvider({ ...options, maxAttempts: 5, timeoutMs: 2_000, baseDelayMs: 1_000, maxDelayMs: 3_000 }).maxCallMs)
       .toBe(5 * 2_000 + 1_000 + 2_000 + 3_000 + 3_000);
+  });
+
+  it('a provider whose TLS certificate is refused was never sent anything: a retryable network error, retried', async () => {
+    const tls = createTlsServer(UNTRUSTED_TLS, (_req, res) => res.end('{}'));
+    await new Promise<void>((ok) => tls.listen(0, '127.0.0.1', ok));
+    try {
+      const p = new CloudApiProvider({ baseUrl: `https://127.0.0.1:${(tls.address() as AddressInfo).port}`, apiVersion: 'v21.0', accessToken: 't', maxAttempts: 2, sleep: async () => {} });
+      const err = await refusal(p.sendTemplate(request));
+      expect({ code: err.code, retryable: err.retryable, attempts: err.details?.attempts }).toEqual({ code: 'network_error', retryable: true, attempts: 2 });
+      expect(err.message).toMatch(/^provider unreachable: self-signed certificate/);
+    } finally {
+      tls.closeAllConnections();
+      await new Promise<void>((ok) => tls.close(() => ok()));
+    }
   });
 
   it('a connection lost after the request was written is connection_lost: reported retryable, never retried (the provider may have the message)', async () => {

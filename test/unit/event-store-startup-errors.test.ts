@@ -12,7 +12,9 @@ describe('start-up errors: EventStoreDB', () => {
   it.each([
     ['esdb://admin:changeit@db.example:2113?tls=false', 'db.example:2113'],
     ['esdb+discover://n1:2113,n2:2113/?tls=true', 'n1:2113,n2:2113'],
-    ['esdb://eventstore', 'eventstore'],
+    ['esdb://eventstore', 'eventstore:2113'],
+    ['esdb://admin:s3cr/etPassw0rd@db:2113?tls=false', 'db:2113'], // a password with a slash is not printed
+    ['esdb://admin:pa?ss@db:2113', 'db:2113'],
   ])('names %s by its hosts alone: %s', (url, target) => {
     expect(eventStoreTarget(url)).toBe(target);
   });

@@ -20,6 +20,8 @@ import {
 const NOT_CONNECTED: ReadonlySet<string> = new Set([
   'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT',
 ]);
+/** …or a TLS handshake that refused the provider's certificate (CERT_HAS_EXPIRED, DEPTH_ZERO_SELF_SIGNED_CERT, ...) */
+const isNotConnected = (code: string): boolean => NOT_CONNECTED.has(code) || code.includes('CERT');
 
 export interface CloudApiProviderOptions {
   baseUrl: string;
@@ -153,7 +155,7 @@ export class CloudApiProvider implements MessagingProvider {
       }
       const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
       const reason = cause?.message ?? (err as Error)?.message ?? String(err);
-      if (cause?.code && NOT_CONNECTED.has(cause.code)) throw new ProviderError('network_error', `provider unreachable: ${reason}`, true);
+      if (cause?.code && isNotConnected(cause.code)) throw new ProviderError('network_error', `provider unreachable: ${reason}`, true);
       // the request may have been written before the connection failed: the provider may have the message
       throw new ProviderError('connection_lost', `connection to the provider lost: ${reason}`, true);
     }

@@ -131,15 +131,23 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   });
   void endpointChanges.start();
   // deliveries in hand this sender will not post: due now for any sender, not at the end of their lease
-  const release = (deliveries: LeasedDelivery[]) =>
-    releaseDeliveries(services.pool, deliveries, services.now()).catch((err) => services.logger.warn({ err }, 'could not release webhook deliveries'));
+  /** releases under way: stopping waits for them before the pool may close */
+  const releasing = new Set<Promise<void>>();
+  const release = (deliveries: LeasedDelivery[]) => {
+    const done = releaseDeliveries(services.pool, deliveries, services.now())
+      .catch((err) => services.logger.warn({ err }, 'could not release webhook deliveries'))
+      .finally(() => releasing.delete(done));
+    releasing.add(done);
+    return done;
+  };
   const leased = (d: ClaimedDelivery, leaseUntil: number): LeasedDelivery => ({ deliveryId: d.delivery_id, leaseUntil: new Date(leaseUntil) });
   /** deliveries refused at their lease's edge, released together (a lane's waiting deliveries reach it together) */
   let refused: LeasedDelivery[] = [];
   let releasingRefused: Promise<void> = Promise.resolve();
   const releaseRefused = (delivery: LeasedDelivery) => {
     if (refused.push(delivery) > 1) return;
-    releasingRefused = new Promise<void>((r) => setImmediate(r))
+    releasingRefused = releasingRefused
+      .then(() => new Promise<void>((r) => setImmediate(r)))
       .then(() => release(refused.splice(0)))
       .then(() => {
         tableDue = true;
@@ -340,6 +348,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       client.close();
       await releasingRefused;
       await release(notPosted);
+      while (releasing.size > 0) await Promise.all(releasing);
     },
   };
 }

@@ -74,6 +74,11 @@ async function deadLetter(services: Services, options: ParkedStatusSweeperOption
 export async function sweepParkedStatuses(services: Services, options: ParkedStatusSweeperOptions, stopping: () => boolean = () => false): Promise<SweepReport | undefined> {
   return withSessionLock(services.pool, SWEEP_LOCK, async () => {
     const report: SweepReport = { applied: 0, deadLettered: 0, left: 0 };
+    const deadLetterParked = async (row: ParkedRow, reason: string) => {
+      await deadLetter(services, options, row.record, reason);
+      await deleteParked(services.pool, row.seq);
+      report.deadLettered++;
+    };
     const rows = await oldestParked(services.pool, options.graceMs, options.batchSize ?? 1000);
     if (rows.length === 0) return report;
     const byId = new Map<string, ParkedRow[]>();
@@ -100,9 +105,7 @@ export async function sweepParkedStatuses(services: Services, options: ParkedSta
             update = parseStatusRecord(record.value);
           } catch (err) {
             if (!isPoison(err)) throw err;
-            await deadLetter(services, options, record, err.reason || err.message);
-            await deleteParked(services.pool, row.seq);
-            report.deadLettered++;
+            await deadLetterParked(row, err.reason || err.message);
             continue;
           }
           if (!update) {
@@ -116,18 +119,14 @@ export async function sweepParkedStatuses(services: Services, options: ParkedSta
               report.left += group.length - k; // later statuses of this id wait behind it
               break;
             }
-            await deadLetter(services, options, record, unknownOwnerReason(update, options.graceMs));
-            await deleteParked(services.pool, row.seq);
-            report.deadLettered++;
+            await deadLetterParked(row, unknownOwnerReason(update, options.graceMs));
             continue;
           }
           try {
             await options.apply(owner, update);
           } catch (err) {
             if (!isPoison(err)) throw err;
-            await deadLetter(services, options, record, err.reason || err.message);
-            await deleteParked(services.pool, row.seq);
-            report.deadLettered++;
+            await deadLetterParked(row, err.reason || err.message);
             continue;
           }
           await deleteParked(services.pool, row.seq);

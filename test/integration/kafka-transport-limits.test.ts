@@ -9,6 +9,7 @@ import { PROVIDER_WEBHOOK_TOPIC, statusWebhook } from '../../src/shared/provider
 import { prefixedTransport } from '../support/prefixed-transport';
 import { postWebhook } from '../support/sends';
 import { createTestApp } from '../support/services';
+import { uniqueTopicAndGroup, waitFor } from '../support/kafka-names';
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS;
 const d = BROKERS ? describe : describe.skip;
@@ -19,18 +20,7 @@ if (!BROKERS) {
 const brokers = () => BROKERS!.split(',');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(what: string, cond: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-const unique = (label: string) => {
-  const id = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
-  return { topic: `test.${label}.${id}`, groupId: `test-${label}-${id}` };
-};
+const unique = uniqueTopicAndGroup;
 
 const quiet: TransportLogger = { debug() {}, info() {}, warn() {}, error() {} };
 

@@ -4,10 +4,10 @@ import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaTransport, type TransportLogger } from '../../src/adapters/kafka/transport';
 import { PoisonRecordError, type IncomingRecord, type RecordOutcome, type Subscription } from '../../src/ports/transport';
+import { uniqueTopicAndGroup, waitFor } from '../support/kafka-names';
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS;
 const d = BROKERS ? describe : describe.skip;
@@ -19,18 +19,7 @@ const ROOT = resolve(__dirname, '..', '..');
 const brokers = () => BROKERS!.split(',');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(what: string, cond: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-const unique = (label: string) => {
-  const id = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
-  return { topic: `test.${label}.${id}`, groupId: `test-${label}-${id}` };
-};
+const unique = uniqueTopicAndGroup;
 
 /** Collects the adapter's (and kafkajs's) log instead of printing it. */
 function quietLogger(): TransportLogger & { lines: Array<{ level: string; msg?: string; obj: object }> } {

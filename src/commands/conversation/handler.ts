@@ -54,6 +54,18 @@ interface StreamEntry {
   nextRevision: bigint;
 }
 
+/** One batch being recorded: its messages, what they are checked against, and their outcomes so far. */
+interface RecordingBatch {
+  messages: readonly MessageToRecord[];
+  directories: Map<number, CompanyDirectory>;
+  /** conversations the messages' ids were recorded in before this batch */
+  elsewhere: Map<string, string>;
+  /** conversations the messages' ids are recorded in by this batch */
+  seenInBatch: Map<string, string>;
+  outcomes: RecordOutcome[];
+  ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>;
+}
+
 /**
  * The command handler of chat messages (`RecordMessage` on `conversation-{companyId}-{conversationId}`),
  * batched: the Kafka consumer records one message per call, `import-messages` many. Per stream it folds the
@@ -98,9 +110,10 @@ export class ConversationRecorder {
       else groups.set(sid, [i]);
     }
 
+    const batch: RecordingBatch = { messages, directories, elsewhere, seenInBatch, outcomes, ctx };
     let position: Position | undefined;
     for (const [streamId, indexes] of groups) {
-      const p = await this.recordStream(streamId, indexes, messages, directories, elsewhere, seenInBatch, outcomes, ctx);
+      const p = await this.recordStream(streamId, indexes, batch);
       if (p !== undefined) position = p;
     }
     return { outcomes, position };
@@ -126,16 +139,8 @@ export class ConversationRecorder {
     }
   }
 
-  private async recordStream(
-    streamId: string,
-    indexes: number[],
-    messages: readonly MessageToRecord[],
-    directories: Map<number, CompanyDirectory>,
-    elsewhere: Map<string, string>,
-    seenInBatch: Map<string, string>,
-    outcomes: RecordOutcome[],
-    ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>,
-  ): Promise<Position | undefined> {
+  private async recordStream(streamId: string, indexes: number[], batch: RecordingBatch): Promise<Position | undefined> {
+    const { messages, directories, elsewhere, seenInBatch, outcomes, ctx } = batch;
     for (let attempt = 0; ; attempt++) {
       const entry = await this.take(streamId);
       const events: EventToAppend[] = [];
@@ -191,7 +196,7 @@ export class ConversationRecorder {
       } catch (err) {
         // the entry was taken out of the cache: the next attempt folds the stream afresh
         if (err instanceof WrongExpectedRevisionError && attempt < this.maxRetries) continue;
-        if (err instanceof InvalidEventError) return this.recordOneByOne(streamId, indexes, messages, directories, elsewhere, seenInBatch, outcomes, ctx, err);
+        if (err instanceof InvalidEventError) return this.recordOneByOne(streamId, indexes, batch, err);
         throw err;
       }
     }
@@ -201,24 +206,15 @@ export class ConversationRecorder {
    * The store refused the stream's append for an event schema, before writing anything: each message is recorded
    * on its own, so the one that can never be recorded is rejected and the others around it are still recorded.
    */
-  private async recordOneByOne(
-    streamId: string,
-    indexes: number[],
-    messages: readonly MessageToRecord[],
-    directories: Map<number, CompanyDirectory>,
-    elsewhere: Map<string, string>,
-    seenInBatch: Map<string, string>,
-    outcomes: RecordOutcome[],
-    ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>,
-    refusal: InvalidEventError,
-  ): Promise<Position | undefined> {
+  private async recordOneByOne(streamId: string, indexes: number[], batch: RecordingBatch, refusal: InvalidEventError): Promise<Position | undefined> {
+    const { messages, seenInBatch, outcomes } = batch;
     if (indexes.length === 1) {
       this.settle(indexes, [{ status: 'rejected', code: 'INVALID_EVENT', reason: refusal.message }], outcomes, messages, seenInBatch);
       return undefined;
     }
     let position: Position | undefined;
     for (const i of indexes) {
-      const p = await this.recordStream(streamId, [i], messages, directories, elsewhere, seenInBatch, outcomes, ctx);
+      const p = await this.recordStream(streamId, [i], batch);
       if (p !== undefined) position = p;
     }
     return position;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { CliUsageError } from './failure';
 import { allProjections, projectionByName } from '../projections/registry';
-import { rebuildProjection } from '../projections/rebuild';
+import { RebuildRunningError, rebuildProjection } from '../projections/rebuild';
 import { readCheckpoints } from '../projections/store';
 import { progress, progressDone, withCliRuntime } from './runtime';
 
@@ -52,6 +52,9 @@ export function registerProjectionCommands(program: Command): void {
         const started = Date.now();
         const result = await rebuildProjection(s.pool, s.store, p, {
           onProgress: (r) => progress(`rebuilding ${name}: ${r.read} events read, ${r.applied} applied`),
+        }).catch((err: unknown) => {
+          if (!(err instanceof RebuildRunningError)) throw err;
+          throw new CliUsageError(`${err.message} in another process (a version change's, or another \`projections rebuild\`); wait for it to end (\`switchboard projections status\`), then run the command again if it is still needed`);
         });
         progressDone();
         const secs = (Date.now() - started) / 1000;

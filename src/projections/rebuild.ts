@@ -13,6 +13,14 @@ export interface RebuildProgress {
 
 const BATCH = 2000;
 
+/** Another process holds the projection's rebuild guard: a rebuild of it is running. */
+export class RebuildRunningError extends Error {
+  override name = 'RebuildRunningError';
+  constructor(readonly projection: string) {
+    super(`a rebuild of ${projection} is already running`);
+  }
+}
+
 /**
  * Zero-downtime rebuild: replays the whole log into fresh tables (schema `<schema>__next`) while the live
  * tables keep serving and the live runner keeps advancing them; then, holding the projection's lock, catches
@@ -26,7 +34,7 @@ export async function rebuildProjection(
   options: { onProgress?: (progress: RebuildProgress) => void; batchSize?: number },
 ): Promise<RebuildProgress> {
   const progress = await underRebuildGuard(pool, p, () => replayAndSwap(pool, store, p, options));
-  if (progress === 'busy') throw new Error(`a rebuild of ${p.name} is already running`);
+  if (progress === 'busy') throw new RebuildRunningError(p.name);
   return progress;
 }
 

@@ -45,10 +45,10 @@ describe('webhooks over TLS (a real https receiver)', () => {
 
   it('a certificate chaining to no trusted authority is a connection_error naming the reason; nothing is sent', async () => {
     const res = await post(client(), untrusted.url('/self-signed'));
-    expect(res).toMatchObject({ statusCode: null, failure: 'connection_error', error: 'self-signed certificate' });
+    expect(res).toMatchObject({ statusCode: null, failure: 'connection_error', error: expect.stringMatching(/^self-signed certificate/) }) // Node 24 adds a hint after it;
     // the system's authorities (no test CA) do not know the test CA either
     const system = await post(client({ ca: undefined }), receiver.url('/system-roots'));
-    expect(system).toMatchObject({ statusCode: null, failure: 'connection_error', error: 'unable to verify the first certificate' });
+    expect(system).toMatchObject({ statusCode: null, failure: 'connection_error', error: expect.stringMatching(/^unable to verify the first certificate/) });
     expect(untrusted.received).toEqual([]);
     expect(receiver.received.filter((r) => r.path === '/system-roots')).toEqual([]);
   });
@@ -79,7 +79,7 @@ describe('webhooks over TLS (a real https receiver)', () => {
       expect(seen.includes('webhook-id')).toBe(false);
       // the certificate is checked through the tunnel too
       const bad = await post(client({ proxyUrl: proxy.url }), `https://hooks.example.test:${new URL(untrusted.url()).port}/proxied-untrusted`);
-      expect(bad).toMatchObject({ statusCode: null, failure: 'connection_error', error: 'self-signed certificate' });
+      expect(bad).toMatchObject({ statusCode: null, failure: 'connection_error', error: expect.stringMatching(/^self-signed certificate/) }) // Node 24 adds a hint after it;
     } finally {
       await proxy.close();
     }

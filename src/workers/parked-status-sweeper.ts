@@ -16,7 +16,7 @@ import type { ProviderMessageOwner } from '../projections/sends/queries';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
 import { withSessionLock } from '../shared/tx';
 import { isObject, parseStatusRecord } from './delivery-status-parsing';
-import { deleteParked, oldestParked, type ParkedRow } from './parked-statuses';
+import { deleteParked, type ParkedRow, parkedAfter } from './parked-statuses';
 import { findProviderMessageOwners, reconciledOwner } from './provider-message-owners';
 
 const SWEEP_LOCK = 'delivery:parked-provider-statuses';
@@ -70,8 +70,41 @@ async function deadLetter(services: Services, options: ParkedStatusSweeperOption
   }
 }
 
+/**
+ * Where the next sweep starts: sweeps go round the parked statuses `batchSize` at a time, so statuses whose owner
+ * appeared are reached however many older ones still wait for theirs (the oldest only, every time, would leave
+ * them behind a thousand unknown ids until the grace).
+ */
+export interface SweepCursor {
+  afterSeq: string;
+}
+
+/**
+ * The next round of parked statuses from the cursor (wrapping to the oldest at the end), whole provider ids only:
+ * a full round ends before the last id's statuses, which the next round takes together (they apply in order).
+ */
+async function nextRound(services: Services, cursor: SweepCursor, options: ParkedStatusSweeperOptions): Promise<ParkedRow[]> {
+  const limit = options.batchSize ?? 1000;
+  let fetched = await parkedAfter(services.pool, cursor.afterSeq, options.graceMs, limit);
+  if (fetched.length === 0 && cursor.afterSeq !== '0') fetched = await parkedAfter(services.pool, '0', options.graceMs, limit);
+  let rows = fetched;
+  if (fetched.length === limit) {
+    const last = fetched[fetched.length - 1].providerMessageId;
+    const whole = fetched.filter((r) => r.providerMessageId !== last);
+    if (whole.length > 0) rows = whole; // else one id fills the round: taken as it is, the rest of it next time
+  }
+  // the end of the table reached: the next round starts again from the oldest
+  cursor.afterSeq = fetched.length < limit || rows.length === 0 ? '0' : rows[rows.length - 1].seq;
+  return rows;
+}
+
 /** One sweep; undefined when another process's sweeper holds the lock. */
-export async function sweepParkedStatuses(services: Services, options: ParkedStatusSweeperOptions, stopping: () => boolean = () => false): Promise<SweepReport | undefined> {
+export async function sweepParkedStatuses(
+  services: Services,
+  options: ParkedStatusSweeperOptions,
+  stopping: () => boolean = () => false,
+  cursor: SweepCursor = { afterSeq: '0' },
+): Promise<SweepReport | undefined> {
   return withSessionLock(services.pool, SWEEP_LOCK, async () => {
     const report: SweepReport = { applied: 0, deadLettered: 0, left: 0 };
     const deadLetterParked = async (row: ParkedRow, reason: string) => {
@@ -79,7 +112,7 @@ export async function sweepParkedStatuses(services: Services, options: ParkedSta
       await deleteParked(services.pool, row.seq);
       report.deadLettered++;
     };
-    const rows = await oldestParked(services.pool, options.graceMs, options.batchSize ?? 1000);
+    const rows = await nextRound(services, cursor, options);
     if (rows.length === 0) return report;
     const byId = new Map<string, ParkedRow[]>();
     for (const row of rows) {
@@ -149,8 +182,9 @@ export function startParkedStatusSweeper(services: Services, options: ParkedStat
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
+  const cursor: SweepCursor = { afterSeq: '0' };
   const tick = () => {
-    running = sweepParkedStatuses(services, options, () => stopped)
+    running = sweepParkedStatuses(services, options, () => stopped, cursor)
       .then(() => undefined, (err: unknown) => services.logger.warn({ err }, 'parked provider status sweep failed'))
       .finally(() => {
         if (!stopped) timer = setTimeout(tick, options.intervalMs);

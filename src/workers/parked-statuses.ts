@@ -67,12 +67,12 @@ export interface ParkedRow {
   expired: boolean;
 }
 
-/** The oldest parked statuses, in parking order. */
-export async function oldestParked(pool: Pool, graceMs: number, limit: number): Promise<ParkedRow[]> {
+/** Up to `limit` parked statuses parked after `afterSeq` ('0': from the oldest), in parking order. */
+export async function parkedAfter(pool: Pool, afterSeq: string, graceMs: number, limit: number): Promise<ParkedRow[]> {
   const r = await pool.query<{ seq: string; provider_message_id: string; record: string; expired: boolean }>(
     `SELECT seq::text AS seq, provider_message_id, record, first_seen <= now() - make_interval(secs => $1::double precision / 1000) AS expired
-       FROM ${PARKED_STATUSES_TABLE} ORDER BY seq LIMIT $2`,
-    [graceMs, limit],
+       FROM ${PARKED_STATUSES_TABLE} WHERE seq > $3::bigint ORDER BY seq LIMIT $2`,
+    [graceMs, limit, afterSeq],
   );
   return r.rows.map((row) => ({ seq: row.seq, providerMessageId: row.provider_message_id, record: JSON.parse(row.record) as IncomingRecord, expired: row.expired }));
 }

@@ -22,13 +22,14 @@ export interface WebhookEvent {
   position: string;
 }
 
+/** The events of a contact upsert (one contact.upserted per append of them). */
+const CONTACT_EVENT_TYPES: readonly string[] = ['ContactCreated', 'ContactProfileChanged', 'CustomFieldValueSet', 'CustomFieldValueCleared'];
+
 export const SOURCE_EVENT_TYPES: readonly string[] = [
   'TemplateSendAccepted', 'TemplateSendRejected', 'DeliveryStatusRecorded',
   'BulkSendStarted', 'BulkSendFinished', 'BulkRecipientsDispatched', 'BulkRecipientsRejected', 'BulkRecipientStatusRecorded',
-  'ContactCreated', 'ContactProfileChanged', 'CustomFieldValueSet', 'CustomFieldValueCleared',
+  ...CONTACT_EVENT_TYPES,
 ];
-
-const CONTACT_EVENT_TYPES: readonly string[] = ['ContactCreated', 'ContactProfileChanged', 'CustomFieldValueSet', 'CustomFieldValueCleared'];
 
 /** Whether `next` belongs to the contact upsert `e` is part of (one append of the contact's stream: one contact.upserted). */
 export const continuesUpsert = (e: RecordedEvent, next: RecordedEvent): boolean =>

@@ -13,7 +13,7 @@ import { decideBulkStatuses } from '../commands/bulk/delivery';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
 import { isObject, parseStatusRecord } from './delivery-status-parsing';
 import { type DeliveryConsumerOptions, deliveryCore } from './delivery-record-handler';
-import { findOwnersAndParked, findProviderMessageOwners } from './provider-message-owners';
+import { findOwnersAndParked } from './provider-message-owners';
 import { parkStatuses } from './parked-statuses';
 import { countAppended, decideStatus, statusEvents } from './send-status-applier';
 
@@ -200,9 +200,8 @@ export function batchHandlerOver(services: Services, options: DeliveryConsumerOp
     // one owner query for the provider ids not cached yet (with parking, the same statement names the ids with
     // parked statuses: their owners are not cached, and their statuses here are parked after them, in order)
     const unknownIds = [...new Set([...updates.values()].map((u) => u.providerMessageId).filter((id) => !owners.get(id)))];
-    if (unknownIds.length > 0 && !parking) for (const [id, owner] of await findProviderMessageOwners(services, unknownIds)) owners.set(id, owner);
-    if (unknownIds.length > 0 && parking) {
-      const found = await findOwnersAndParked(services, unknownIds);
+    if (unknownIds.length > 0) {
+      const found = await findOwnersAndParked(services, unknownIds, parking);
       for (const [id, owner] of found.owners) if (!found.parked.has(id)) owners.set(id, owner);
       const toPark = [...updates].filter(([i, u]) => outcomes[i] === undefined && found.parked.has(u.providerMessageId)).sort(([a], [b]) => a - b);
       if (toPark.length > 0) {

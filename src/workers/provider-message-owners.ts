@@ -39,11 +39,15 @@ export async function findProviderMessageOwners(services: Services, ids: readonl
 }
 
 /**
- * The same query, which also names the provider ids with parked statuses (same statement: the batch's hot path
- * keeps its single owner query).
+ * The same query, which with `withParked` also names the provider ids with parked statuses (same statement: the
+ * batch's hot path keeps its single owner query); without it, `parked` is empty.
  */
-export async function findOwnersAndParked(services: Services, ids: readonly string[]): Promise<{ owners: Map<string, ProviderMessageOwner>; parked: Set<string> }> {
-  return ownersQuery(services, ids, true);
+export async function findOwnersAndParked(
+  services: Services,
+  ids: readonly string[],
+  withParked: boolean,
+): Promise<{ owners: Map<string, ProviderMessageOwner>; parked: Set<string> }> {
+  return ownersQuery(services, ids, withParked);
 }
 
 async function ownersQuery(services: Services, ids: readonly string[], withParked: boolean) {

@@ -81,3 +81,18 @@ export interface RecordTransport {
 }
 
 export const dlqTopic = (topic: string): string => `${topic}.dlq`;
+
+/** A dead letter's headers: the record's own, the reason, and where it was read (topic, and partition and offset if known). */
+export function deadLetterHeaders(
+  headers: Record<string, string>,
+  reason: string,
+  source: { topic: string; partition?: number | null; offset?: string | null },
+): Record<string, string> {
+  return {
+    ...headers,
+    'x-dlq-reason': reason,
+    'x-original-topic': source.topic,
+    ...(source.partition === undefined || source.partition === null ? {} : { 'x-original-partition': String(source.partition) }),
+    ...(source.offset === undefined || source.offset === null ? {} : { 'x-original-offset': source.offset }),
+  };
+}

@@ -11,7 +11,7 @@
 // x-dlq-reason, x-original-topic/-partition/-offset headers) and through the consumer's `onDeadLetter` (metrics,
 // log). A crash between an apply and its delete re-applies it next time: a no-op.
 import type { Services } from '../services';
-import { dlqTopic, type IncomingRecord, PoisonRecordError } from '../ports/transport';
+import { deadLetterHeaders, dlqTopic, type IncomingRecord, PoisonRecordError } from '../ports/transport';
 import type { ProviderMessageOwner } from '../projections/sends/queries';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
 import { withSessionLock } from '../shared/tx';
@@ -55,13 +55,7 @@ async function deadLetter(services: Services, options: ParkedStatusSweeperOption
   await services.transport.publish(dlqTopic(options.topic), [{
     key: record.key,
     value: record.value,
-    headers: {
-      ...(record.headers ?? {}),
-      'x-dlq-reason': reason,
-      'x-original-topic': record.topic,
-      ...(record.partition !== undefined && record.partition !== null ? { 'x-original-partition': String(record.partition) } : {}),
-      ...(record.offset !== undefined && record.offset !== null ? { 'x-original-offset': String(record.offset) } : {}),
-    },
+    headers: deadLetterHeaders(record.headers ?? {}, reason, { topic: record.topic, partition: record.partition, offset: record.offset }),
   }]);
   try {
     options.onDeadLetter({ ...record, topic: options.topic }, reason);

@@ -23,6 +23,7 @@ import {
   type Producer,
 } from 'kafkajs';
 import {
+  deadLetterHeaders,
   dlqTopic,
   type OutgoingRecord,
   type RecordHandler,
@@ -440,13 +441,7 @@ export class KafkaTransport implements RecordTransport {
       {
         key: message.key,
         value: message.value,
-        headers: {
-          ...headersToStrings(message.headers),
-          'x-dlq-reason': reason,
-          'x-original-topic': source.topic,
-          'x-original-partition': String(source.partition),
-          'x-original-offset': message.offset,
-        },
+        headers: deadLetterHeaders(headersToStrings(message.headers), reason, { topic: source.topic, partition: source.partition, offset: message.offset }),
       },
     ]);
   }

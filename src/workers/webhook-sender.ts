@@ -121,11 +121,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     onNotify: (_channel, endpointId) => {
       if (!endpointId) return;
       const stale = lanes.takeWaiting(endpointId);
-      if (stale.length === 0) return;
-      void release(stale.map((h) => leased(h.delivery, h.leaseUntil))).then(() => {
-        tableDue = true;
-        wake();
-      });
+      if (stale.length > 0) void giveBack(stale.map((h) => leased(h.delivery, h.leaseUntil)));
     },
     onReset: () => undefined, // a change missed meanwhile holds its lane's deliveries at most until they are posted
   });
@@ -141,6 +137,12 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     return done;
   };
   const leased = (d: ClaimedDelivery, leaseUntil: number): LeasedDelivery => ({ deliveryId: d.delivery_id, leaseUntil: new Date(leaseUntil) });
+  /** released while the sender runs: due again, and claimed again at once (by this sender or another) */
+  const giveBack = (deliveries: LeasedDelivery[]) =>
+    release(deliveries).then(() => {
+      tableDue = true;
+      wake();
+    });
   /** deliveries refused at their lease's edge, released together (a lane's waiting deliveries reach it together) */
   let refused: LeasedDelivery[] = [];
   let releasingRefused: Promise<void> = Promise.resolve();
@@ -148,11 +150,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     if (refused.push(delivery) > 1) return;
     releasingRefused = releasingRefused
       .then(() => new Promise<void>((r) => setImmediate(r)))
-      .then(() => release(refused.splice(0)))
-      .then(() => {
-        tableDue = true;
-        wake();
-      });
+      .then(() => giveBack(refused.splice(0)));
   };
   /**
    * Room for new deliveries: the budget less what endpoints with room hold and the answers not yet recorded (so a

@@ -3,10 +3,9 @@ import type { Services } from '../../services';
 import type { ContactEvent, ContactSource } from '../../events/contacts';
 import { loadContactList } from '../../projections/contacts/queries';
 import { normalizePhone } from '../../shared/phone';
-import { type Position, START } from '../../ports/event-store';
-import { readCheckpoints } from '../../projections/store';
+import type { Position } from '../../ports/event-store';
 import { DomainError } from '../decider';
-import { readModelsBehind } from '../provisioning/read-models';
+import { awaitReadModels } from '../provisioning/read-models';
 import type { CommandContext } from '../handle';
 import {
   contactPhoneStreamId,
@@ -167,7 +166,8 @@ export async function seedFixtureContacts(
     if (p.state.exists) result.changed++;
     else result.created++;
   }
-  if (last) await waitForContactsReadModel(services, last, [...types]);
+  // read-your-writes for the seed, whether or not this process runs the projection runner (the CLI does not)
+  if (last) await awaitReadModels(services, last, [...types], 30_000, 'the seeded contacts');
   return result;
 }
 
@@ -189,23 +189,6 @@ async function generatedContactId(services: Services, companyId: number, fixture
     const id = await nextContactId(services.pool);
     if (fixtureIds.has(id)) continue;
     if ((await services.store.readStream(contactStreamId(companyId, id))).length === 0) return id;
-  }
-}
-
-/**
- * Read-your-writes for the seed, whether or not this process runs the projection runner (the CLI does not):
- * advance the read models here, until the contacts read model has passed `position`. (`catchUp` alone may stop
- * short: its head is read below the oldest open transaction.)
- */
-async function waitForContactsReadModel(services: Services, position: Position, types: string[]): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  const affected = services.runner.affectedBy(types).map((p) => p.name);
-  for (;;) {
-    const caughtUp = await services.runner.catchUp(deadline);
-    const rows = (await readCheckpoints(services.pool)).filter((cp) => affected.includes(cp.name));
-    if (rows.length === affected.length && rows.every((cp) => cp.position !== START && services.store.comparePositions(cp.position, position) >= 0)) return;
-    if (Date.now() > deadline) throw await readModelsBehind(services, `read models ${affected.join(', ')} did not reach the seeded contacts in time`, !caughtUp);
-    await new Promise((r) => setTimeout(r, 20));
   }
 }
 

@@ -28,9 +28,16 @@ export async function readModelsUpToDate(services: Services, timeoutMs = 60_000)
 
 /**
  * Returns once every read model handling one of `types` has applied everything up to `position`. (`catchUp`
- * alone may stop short: it reads the head below the oldest open transaction.)
+ * alone may stop short: it reads the head below the oldest open transaction.) `target` names `position` in the
+ * timeout's message (`the seeded contacts`); without it, the position and the timeout are given.
  */
-export async function awaitReadModels(services: Services, position: Position | undefined, types: readonly string[], timeoutMs = 60_000): Promise<void> {
+export async function awaitReadModels(
+  services: Services,
+  position: Position | undefined,
+  types: readonly string[],
+  timeoutMs = 60_000,
+  target?: string,
+): Promise<void> {
   if (!position) return;
   const affected = services.runner.affectedBy(types).map((p) => p.name);
   if (affected.length === 0) return;
@@ -42,7 +49,8 @@ export async function awaitReadModels(services: Services, position: Position | u
       && rows.every((cp) => cp.position !== START && services.store.comparePositions(cp.position, position) >= 0);
     if (passed) return;
     if (Date.now() > deadline) {
-      throw await readModelsBehind(services, `read models ${affected.join(', ')} did not reach ${position} within ${timeoutMs} ms`, !caughtUp);
+      const missed = target === undefined ? `${position} within ${timeoutMs} ms` : `${target} in time`;
+      throw await readModelsBehind(services, `read models ${affected.join(', ')} did not reach ${missed}`, !caughtUp);
     }
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseEsdbConnectionString } from './shared/esdb-connection-string';
 
 const isProxyUrl = (v: string): boolean => {
   try {
@@ -31,10 +32,8 @@ export const EVENTSTORE_URL_FORM = 'esdb://host:2113?tls=false';
  * position and what was expected there: the text at that position may be a password.
  */
 function esdbUrlProblem(url: string): string | undefined {
-  // loaded only when EventStoreDB is configured: the parser's module loads the gRPC client
-  const { parseConnectionString } = require('@eventstore/db-client/dist/Client/parseConnectionString') as typeof import('@eventstore/db-client/dist/Client/parseConnectionString');
   try {
-    parseConnectionString(url);
+    parseEsdbConnectionString(url); // loaded only when EventStoreDB is configured
     return undefined;
   } catch (err) {
     const { location, expected } = err as { location?: [number, number]; expected?: string };

@@ -28,6 +28,7 @@ import { postgresTarget, startupStep, waitUntilAnswers } from './shared/startup-
 import { startWorkers, type Workers } from './workers';
 import { ProjectionRunner } from './workers/projection-runner';
 import { fanOutLagSeconds } from './workers/webhook-fanout';
+import { parseEsdbConnectionString } from './shared/esdb-connection-string';
 
 export type Role = 'serve' | 'worker' | 'cli';
 
@@ -50,9 +51,8 @@ export class EventStoreUnreachableError extends Error {
  * may hold `/` or `?`, which a pattern would cut wrongly and print), no options.
  */
 export function eventStoreTarget(url: string): string {
-  const { parseConnectionString } = require('@eventstore/db-client/dist/Client/parseConnectionString') as typeof import('@eventstore/db-client/dist/Client/parseConnectionString');
   try {
-    return parseConnectionString(url).hosts.map((h) => `${h.address}:${h.port}`).join(',');
+    return parseEsdbConnectionString(url).hosts.map((h) => `${h.address}:${h.port}`).join(',');
   } catch {
     return 'EVENTSTORE_URL'; // config refuses a string the parser does not take: not reached
   }

@@ -1,13 +1,8 @@
 import { seedFixture } from '../../src/commands/provisioning/seed';
-import type { Subscription } from '../../src/ports/transport';
-import { BulkDispatcher } from '../../src/workers/bulk-dispatcher';
-import { startDeliveryConsumer } from '../../src/workers/delivery-consumer';
-import { startWebhookFanOut } from '../../src/workers/webhook-fanout';
-import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { BULK_CO, BULK_OTHER, bulkFixture } from '../support/bulk';
 import { createTestApp } from '../support/services';
 import { postWebhook, statusBody, waitUntil } from '../support/sends';
-import { startReceiver } from '../support/webhook-receiver';
+import { startReceiver, startWebhookPipeline } from '../support/webhook-receiver';
 
 // The webhook event catalogue beyond single sends (docs/webhooks.md): bulk messages' sent / failed / delivered /
 // read with bulk_send_id, bulk_send.started and bulk_send.completed with the final counters, contact.upserted
@@ -21,26 +16,18 @@ const PLAN_FIELD = { id: 9501, key: 'plan', name: 'Plan', fieldType: 'selector',
 describe('webhook event types', () => {
   let t: Awaited<ReturnType<typeof createTestApp>>;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
-  let consumer: Subscription;
-  let dispatcher: BulkDispatcher;
-  let workers: Array<{ stop(): Promise<void> }>;
+  let pipeline: Awaited<ReturnType<typeof startWebhookPipeline>> | undefined;
 
   beforeAll(async () => {
     t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true' } });
     const fixture = bulkFixture();
     fixture.companies[0].contactLists[0].customFields = [PLAN_FIELD];
     await seedFixture(t.services, fixture, { actor: 'test' });
-    consumer = await startDeliveryConsumer(t.services, { ownerGraceMs: 300, ownerWaitMs: 50 });
-    dispatcher = new BulkDispatcher(t.services, { pollMs: 20, sleep: async () => undefined });
-    dispatcher.start();
-    workers = [startWebhookFanOut(t.services, { gatherMs: 5, pollMs: 50 }), startWebhookSender(t.services, { pollMs: 20 })];
-    receiver = await startReceiver();
+    pipeline = await startWebhookPipeline(t.services);
+    receiver = pipeline.receiver;
   });
   afterAll(async () => {
-    for (const w of workers ?? []) await w.stop();
-    await dispatcher?.stop();
-    await consumer?.stop();
-    await receiver?.close();
+    await pipeline?.stop();
     await t?.close();
   });
 

@@ -3,6 +3,11 @@ import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { queueDeliveries } from '../../src/projections/webhooks/deliveries';
+import type { Services } from '../../src/services';
+import { BulkDispatcher } from '../../src/workers/bulk-dispatcher';
+import { startDeliveryConsumer } from '../../src/workers/delivery-consumer';
+import { startWebhookFanOut } from '../../src/workers/webhook-fanout';
+import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { SHOP, sendsFixture } from './sends';
 import { createTestApp } from './services';
 
@@ -93,4 +98,25 @@ export function useWebhookTestBed(ready: (bed: WebhookTestBed) => void): void {
     ready(bed);
   });
   afterAll(() => bed?.close());
+}
+
+/**
+ * Everything that turns provider statuses and bulk sends into client webhooks, started on `services` (the delivery
+ * consumer, a bulk dispatcher, the fan-out and the sender, fast polls) with a real receiver; `stop` stops them all.
+ */
+export async function startWebhookPipeline(services: Services) {
+  const consumer = await startDeliveryConsumer(services, { ownerGraceMs: 300, ownerWaitMs: 50 });
+  const dispatcher = new BulkDispatcher(services, { pollMs: 20, sleep: async () => undefined });
+  dispatcher.start();
+  const workers = [startWebhookFanOut(services, { gatherMs: 5, pollMs: 50 }), startWebhookSender(services, { pollMs: 20 })];
+  const receiver = await startReceiver();
+  return {
+    receiver,
+    stop: async () => {
+      for (const w of workers) await w.stop();
+      await dispatcher.stop();
+      await consumer.stop();
+      await receiver.close();
+    },
+  };
 }

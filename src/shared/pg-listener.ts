@@ -1,9 +1,14 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Notification, Pool, PoolClient } from 'pg';
 
 export interface ListenerHandlers {
   onNotify(channel: string, payload: string | undefined): void;
   /** the connection was (re)established or lost: whatever was derived from earlier notifications is suspect */
   onReset(): void;
+  /**
+   * LISTEN is active, after the first connect and after every reconnect: notifications sent while it was not (a
+   * lost connection, Postgres restarted) were missed, so whatever they would have said must be read afresh.
+   */
+  onListening?(): void;
 }
 
 /**
@@ -16,6 +21,8 @@ export class PgListener {
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private starting: Promise<void> | undefined;
+  /** removes this listener's handlers from the connection it last made */
+  private detach = (): void => undefined;
 
   constructor(
     private readonly pool: Pool,
@@ -34,18 +41,40 @@ export class PgListener {
   }
 
   private async connect(): Promise<void> {
+    if (await this.listen()) this.handlers.onListening?.(); // outside listen(): its failure is not a lost connection
+  }
+
+  /** whether LISTEN is now active on a new connection */
+  private async listen(): Promise<boolean> {
     try {
       const client = await this.pool.connect();
-      client.on('notification', (msg) => this.handlers.onNotify(msg.channel, msg.payload || undefined));
-      client.on('error', () => this.lost(client));
-      client.on('end', () => this.lost(client));
-      if (this.stopped) return void client.release(); // stopped while connecting: the pool must be able to end
+      const onNotification = (msg: Notification) => this.handlers.onNotify(msg.channel, msg.payload || undefined);
+      const onLost = () => this.lost(client);
+      client.on('notification', onNotification);
+      client.on('error', onLost);
+      client.on('end', onLost);
+      // a connection handed back to the pool must not call this listener's handlers for its next user
+      this.detach = () => {
+        client.off('notification', onNotification);
+        client.off('error', onLost);
+        client.off('end', onLost);
+      };
+      if (this.stopped) {
+        this.detach();
+        client.release(); // stopped while connecting: the pool must be able to end
+        return false;
+      }
       await client.query(this.channels.map((c) => `LISTEN ${c}`).join('; '));
-      if (this.stopped) return void client.release(true);
+      if (this.stopped) {
+        client.release(true);
+        return false;
+      }
       this.handlers.onReset(); // anything derived before we listened may be stale
       this.client = client;
+      return true;
     } catch {
       this.scheduleReconnect();
+      return false;
     }
   }
 
@@ -58,6 +87,7 @@ export class PgListener {
     this.handlers.onReset();
     if (client) {
       await client.query(this.channels.map((c) => `UNLISTEN ${c}`).join('; ')).catch(() => undefined);
+      this.detach();
       client.release();
     }
   }

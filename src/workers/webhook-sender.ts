@@ -3,13 +3,13 @@ import type { Services } from '../services';
 import { answeredOk, WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { type ClaimedDelivery, claimDueDeliveries, type LeasedDelivery, releaseDeliveries } from '../projections/webhooks/deliveries';
-import { endpointsById, signingSecrets } from '../projections/webhooks/queries';
-import { WEBHOOK_ENDPOINTS_CHANGED_CHANNEL } from '../projections/change-signals';
-import { PgListener } from '../shared/pg-listener';
+import { endpointsById, type SendingEndpoint, signingSecrets } from '../projections/webhooks/queries';
 import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder';
+import { EndpointChanges, listenForEndpointSignals, readRunningPauses } from './webhook-endpoint-signals';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { EndpointLanes, type HeldDelivery } from './webhook-lanes';
 import { registerIntake } from './webhook-handoff';
+import { sharePause } from './webhook-pauses';
 import { RETRY_SCHEDULE_MS, retryAfterDelay } from './webhook-schedule';
 
 // The sender (docs/webhooks.md): claims due deliveries with FOR UPDATE SKIP LOCKED, moving them a lease ahead
@@ -57,6 +57,8 @@ export const ENDPOINT_CONCURRENCY = 128;
  * itself waits what it asked, up to MAX_RETRY_AFTER_MS): within a claim's lease, so a waiting delivery is still posted.
  */
 export const MAX_ENDPOINT_PAUSE_MS = 30_000;
+/** A pause is shared again only when it runs this much longer than the one shared (its answers come in waves). */
+const SHARE_PAUSE_STEP_MS = 1_000;
 /** Full endpoints may hold this many times the budget of the others, in all (memory and sockets stay bounded). */
 const FULL_ENDPOINTS_BUDGET_FACTOR = 4;
 export function startWebhookSender(services: Services, options: SenderOptions = {}): { stop(): Promise<void> } {
@@ -114,18 +116,20 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       wake();
     },
   });
-  // An endpoint changed (URL, event types), disabled or deleted: what waits in its lane was taken for the endpoint as
-  // it was; given back, it is due again (claimed afresh with the endpoint as it is now), set aside or dropped as the
-  // change left it in the table (a release touches only a row still under this sender's lease).
-  const endpointChanges = new PgListener(services.pool, [WEBHOOK_ENDPOINTS_CHANGED_CHANNEL], {
-    onNotify: (_channel, endpointId) => {
-      if (!endpointId) return;
+  // An endpoint changed (URL, event types), disabled or deleted, or any may have (notifications missed while the
+  // LISTEN connection was down): what waits in its lane was taken for the endpoint as it was; given back, it is due
+  // again (claimed afresh with the endpoint as it is now), set aside or dropped as the change left it in the table
+  // (a release touches only a row still under this sender's lease). Another sender's Retry-After pauses it here too.
+  const changes = new EndpointChanges();
+  const endpointSignals = listenForEndpointSignals(services.pool, services.logger, {
+    changed: (endpointId) => {
+      changes.changed(endpointId);
       const stale = lanes.takeWaiting(endpointId);
       if (stale.length > 0) void giveBack(stale.map((h) => leased(h.delivery, h.leaseUntil)));
     },
-    onReset: () => undefined, // a change missed meanwhile holds its lane's deliveries at most until they are posted
+    paused: ({ endpointId, ms }) => pausedElsewhere(endpointId, ms),
   });
-  void endpointChanges.start();
+  void endpointSignals.start();
   // deliveries in hand this sender will not post: due now for any sender, not at the end of their lease
   /** releases under way: stopping waits for them before the pool may close */
   const releasing = new Set<Promise<void>>();
@@ -212,7 +216,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     const claimedUntil = now.getTime() + leaseMs;
     const taken = [...takeHanded(now, Math.max(0, free - claimed.length)), ...claimed.map((delivery) => ({ delivery, leaseUntil: claimedUntil }))];
     if (taken.length === 0) return false;
-    const endpoints = await endpointsById(services.pool, [...new Set(taken.map((t) => t.delivery.endpoint_id))]);
+    const endpoints = await currentEndpoints([...new Set(taken.map((t) => t.delivery.endpoint_id))]);
     const touched = new Set<string>();
     for (const { delivery, leaseUntil } of taken) {
       // a delivery of an endpoint disabled since it was queued waits, set aside, until it is enabled again
@@ -225,6 +229,25 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     // a full claim leaves more due, unless it filled its endpoints: their lanes bring the table back as they empty
     if (claimedAll && claimed.some((d) => !lanes.isFull(d.endpoint_id))) tableDue = true;
     return true;
+  };
+
+  /**
+   * The endpoints as they are now: those whose change was heard while they were read (the read may hold them as
+   * they were) are read again, so no delivery is posted to an endpoint as it was before a change this sender knew of.
+   */
+  const currentEndpoints = async (endpointIds: string[]): Promise<Map<string, SendingEndpoint>> => {
+    const endpoints = new Map<string, SendingEndpoint>();
+    for (let reading = endpointIds; reading.length > 0; ) {
+      const mark = changes.mark();
+      const read = await endpointsById(services.pool, reading);
+      for (const id of reading) {
+        const endpoint = read.get(id);
+        if (endpoint) endpoints.set(id, endpoint);
+        else endpoints.delete(id);
+      }
+      reading = reading.filter((id) => changes.since(mark, id));
+    }
+    return endpoints;
   };
 
   /** Starts the endpoint's waiting deliveries while it has requests to spare (and is not paused). */
@@ -257,7 +280,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     } finally {
       if (answer) {
         lanes.answered(d.endpoint_id, answer.ok); // its limit, before its lane takes the next
-        if (answer.retryAfterMs) pauseFor(d.endpoint_id, answer.retryAfterMs);
+        if (answer.retryAfterMs) throttle(d.endpoint_id, answer.retryAfterMs);
       }
       lanes.finish(d.endpoint_id);
       services.metrics.webhookRequestsInFlight.dec();
@@ -270,23 +293,40 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
 
   /**
    * Standard Webhooks: a failed answer's Retry-After throttles the endpoint; its lane starts nothing until this
-   * endpoint's one timer resumes it (a later answer asking for longer moves the timer, never earlier).
+   * endpoint's one timer resumes it (a later pause running longer moves the timer, never earlier). `sharedUntil`:
+   * until when the other senders know it paused.
    */
-  const pauses = new Map<string, { timer: NodeJS.Timeout; until: number }>();
+  const pauses = new Map<string, { timer: NodeJS.Timeout; until: number; sharedUntil: number }>();
   const pauseFor = (endpointId: string, ms: number) => {
-    if (!running) return;
     const until = Date.now() + Math.min(ms, MAX_ENDPOINT_PAUSE_MS);
     const current = pauses.get(endpointId);
-    if (current && current.until >= until) return;
+    if (current && current.until >= until) return current;
     if (current) clearTimeout(current.timer);
-    else services.metrics.webhookEndpointPauses.inc();
     lanes.pause(endpointId);
     const timer = setTimeout(() => {
       pauses.delete(endpointId);
       lanes.resume(endpointId);
       pump(endpointId);
     }, until - Date.now());
-    pauses.set(endpointId, { timer, until });
+    const pause = { timer, until, sharedUntil: current?.sharedUntil ?? 0 };
+    pauses.set(endpointId, pause);
+    return pause;
+  };
+  /** this sender's answer asked for a pause: every sender's lane of the endpoint pauses, through Postgres */
+  const throttle = (endpointId: string, ms: number) => {
+    if (!running) return;
+    if (!pauses.has(endpointId)) services.metrics.webhookEndpointPauses.inc();
+    const pause = pauseFor(endpointId, ms);
+    if (pause.until - pause.sharedUntil < SHARE_PAUSE_STEP_MS) return;
+    pause.sharedUntil = pause.until;
+    void sharePause(services.pool, { endpointId, ms: Math.min(ms, MAX_ENDPOINT_PAUSE_MS) })
+      .catch((err) => services.logger.warn({ err, endpointId }, 'could not share a webhook endpoint pause with the other senders'));
+  };
+  /** another sender's answer asked for a pause (its notification, or a pause running when this sender's LISTEN began) */
+  const pausedElsewhere = (endpointId: string, ms: number) => {
+    if (!running) return;
+    const pause = pauseFor(endpointId, ms);
+    pause.sharedUntil = Math.max(pause.sharedUntil, Date.now() + Math.min(ms, MAX_ENDPOINT_PAUSE_MS));
   };
 
   // one filler takes new work: when woken (a hand-off, deliveries queued, an answer that freed room) or every pollMs
@@ -301,6 +341,8 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     wake();
   });
   const filler = (async () => {
+    // before the first claim: its LISTEN may not be up yet (it reads them again when it is)
+    await readRunningPauses(services.pool, services.logger, ({ endpointId, ms }) => pausedElsewhere(endpointId, ms));
     let failures = 0;
     while (running) {
       woken = false;
@@ -334,7 +376,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   return {
     async stop() {
       running = false;
-      await endpointChanges.stop();
+      await endpointSignals.stop();
       for (const { timer } of pauses.values()) clearTimeout(timer);
       unsubscribe();
       unregister();

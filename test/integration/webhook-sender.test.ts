@@ -407,6 +407,8 @@ describe('webhook sender', () => {
       });
     } finally {
       await sender.stop();
+      // the pauses these answers shared outlive the sender (up to 30 s): the next tests' senders would hold these retries
+      await t.db.pool.query('DELETE FROM webhooks.endpoint_pauses');
     }
   });
 

@@ -6,10 +6,6 @@ import type { Services } from '../../services';
 import type { Position } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
 import { isProviderError, mayHaveReachedProvider, type ProviderError } from '../../ports/provider';
-import {
-  quotaOf,
-  recipientInQuotaWindow,
-} from '../../projections/accounts/queries';
 import { normalizePhone } from '../../shared/phone';
 import { DomainError } from '../decider';
 import { baseMetadata, type CommandContext } from '../handle';
@@ -19,6 +15,7 @@ import { outboundTemplateMessage } from '../../events/template-messages';
 import { conversationStreamId } from '../conversation/decider';
 import { type SendCommand, sendDecider, sendStreamId, type SendState } from './decider';
 import { deterministicUuid } from './ids';
+import { type QuotaHolds, sendQuotaGateOf } from './quota-gate';
 
 export interface SendTemplateInput {
   companyId: number;
@@ -36,6 +33,8 @@ export interface SendTemplateInput {
    * and its stream is the key's record (./keyed.ts)
    */
   idempotency?: SendIdempotency;
+  /** what the quota gate admitted this request with, given back when it is answered (./send-template.ts) */
+  quotaHolds?: QuotaHolds;
 }
 
 export interface SendIdempotency {
@@ -124,7 +123,6 @@ export type ValidSend = Awaited<ReturnType<typeof validateSend>>;
 
 /** Validates a send against the catalog, the template's variables and the quota; throws SendRefusedError. */
 export async function validateSend(services: Services, input: SendTemplateInput) {
-  const { pool } = services;
   const now = services.now();
 
   const found = await sendCatalogOf(services).find(input.companyId, input.phoneNumberId, input.templateName, input.language);
@@ -147,12 +145,17 @@ export async function validateSend(services: Services, input: SendTemplateInput)
 
   const recipientE164 = normalizePhone(input.recipientPhone) ?? input.recipientPhone;
   // TIER_UNLIMITED can always send: no need to count its window.
-  const quota = number.messagingLimitTier === 'TIER_UNLIMITED' ? undefined : await quotaOf(pool, number.id, number.messagingLimitTier, now);
-  if (quota && !quota.canSend && !(await recipientInQuotaWindow(pool, number.id, recipientE164, now))) {
-    throw new SendRefusedError(
-      'QUOTA_EXCEEDED',
-      `Messaging quota exhausted for phone number '${input.phoneNumberId}': ${quota.uniqueNumbersSent24h} of ${quota.dailyLimit} unique recipients in the last 24 h (${number.messagingLimitTier}).`,
-    );
+  if (number.messagingLimitTier !== 'TIER_UNLIMITED') {
+    if (!input.quotaHolds) throw new Error('a send to a tiered number needs quota holds (sendTemplate gives them)');
+    const refused = await sendQuotaGateOf(services).admit(input.quotaHolds, {
+      numberId: number.id, tier: number.messagingLimitTier, recipient: recipientE164, now,
+    });
+    if (refused) {
+      throw new SendRefusedError(
+        'QUOTA_EXCEEDED',
+        `Messaging quota exhausted for phone number '${input.phoneNumberId}': ${refused.used} of ${refused.dailyLimit} unique recipients in the last 24 h (${number.messagingLimitTier}).`,
+      );
+    }
   }
   return { number, template, components: built.components, recipientE164, now };
 }

@@ -57,8 +57,8 @@ export function quotaWindow(now: Date): { start: Date; edgeMinute: Date; edgeEnd
   return { start, edgeMinute, edgeEnd: new Date(edgeMinute.getTime() + 60_000) };
 }
 
-/** SQL for the unique recipients of number `$n` in the window ($e edge minute, $s start, $x edge end). */
-const usedSql = (n: string, e: string, s: string, x: string) => `(
+/** SQL for the unique recipients of number `$n` in the window ($e edge minute, $s start, $x edge end); also the send quota gate's. */
+export const usedSql = (n: string, e: string, s: string, x: string) => `(
   COALESCE((SELECT sum(m.recipients) FROM ${S}.quota_minutes m WHERE m.number_id = ${n} AND m.minute > ${e}), 0)
   + (SELECT count(*) FROM ${S}.quota_recipients q WHERE q.number_id = ${n} AND q.last_sent_at > ${s} AND q.last_sent_at < ${x}))::int`;
 

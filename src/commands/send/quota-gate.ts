@@ -1,0 +1,173 @@
+// The quota gate of single sends (docs/sends.md, "Quota gate"). A tiered number sends to a new recipient only while
+// the unique recipients of its last 24 h (the accounts read model) plus its sends to new recipients still in flight
+// leave room, so concurrent sends, in one process or in several sharing the database, stay within the tier.
+// - Far from the limit (more than GUARD_BELOW left): one read, as before the gate; the admission is counted in
+//   this process only (its own checks near the limit count it).
+// - Near it: the check and a reservation of the recipient are made under a transaction-scoped advisory lock per
+//   number; a reservation counts until the read model shows its recipient, or until it expires (a crashed
+//   request's does), and is deleted once its send is answered.
+// A recipient the number already sent to in the window uses no quota: admitted by the read alone.
+import { randomUUID } from 'node:crypto';
+import type { Pool, PoolClient } from 'pg';
+import type { Logger } from 'pino';
+import { dailyLimitOf, type MessagingTier, quotaWindow, usedSql } from '../../projections/accounts/queries';
+import { withTransaction } from '../../shared/tx';
+
+/**
+ * Remaining unique recipients at or under which sends to new recipients are reserved under the lock. A send admitted
+ * above it is seen by other processes only once answered: the bound holds unless more than this many new recipients
+ * of the number are admitted while one such send is at the provider (the choice: docs/sends.md, "Quota gate").
+ */
+export const GUARD_BELOW = 1_000;
+
+/** the provider's longest call when it declares none (the sandbox) */
+const DEFAULT_CALL_MS = 10_000;
+/** after the provider's answer: the append and the read-your-writes wait (10 s at most), with a margin */
+const RECORDING_MS = 20_000;
+
+const GATE_SQL = `SELECT ${usedSql('$1', '$2', '$3', '$4')} AS used,
+  (SELECT count(DISTINCT r.recipient)::int FROM public.send_quota_reservations r
+    WHERE r.number_id = $1 AND r.expires_at > $6
+      AND NOT EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
+                       WHERE q.number_id = $1 AND q.recipient = r.recipient AND q.last_sent_at > $3)) AS reserved,
+  EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $1 AND q.recipient = $5 AND q.last_sent_at > $3) AS in_window,
+  EXISTS (SELECT 1 FROM public.send_quota_reservations r WHERE r.number_id = $1 AND r.recipient = $5 AND r.expires_at > $6) AS recipient_reserved`;
+
+interface GateRead {
+  used: number;
+  /** new recipients reserved by sends in flight (any process), not yet in the read model */
+  reserved: number;
+  in_window: boolean;
+  recipient_reserved: boolean;
+}
+
+export interface QuotaRefusal {
+  /** unique recipients in the window, in flight included */
+  used: number;
+  dailyLimit: number;
+}
+
+export interface QuotaCheck {
+  numberId: number;
+  tier: MessagingTier;
+  /** E.164 */
+  recipient: string;
+  now: Date;
+}
+
+/** What one request's admissions hold until it is answered (./send-template.ts gives them back). */
+export class QuotaHolds {
+  readonly counted: number[] = [];
+  readonly reservations: string[] = [];
+
+  constructor(private readonly gate: SendQuotaGate) {}
+
+  /**
+   * Gives the admissions back once the send is answered: sent (the read model shows the recipient) or not sent.
+   * `keepReservations` when the outcome is not known: they then count until they expire.
+   */
+  async release(keepReservations = false): Promise<void> {
+    for (const numberId of this.counted.splice(0)) this.gate.uncount(numberId);
+    const ids = this.reservations.splice(0);
+    if (!keepReservations && ids.length > 0) await this.gate.unreserve(ids);
+  }
+}
+
+export class SendQuotaGate {
+  /** admissions above GUARD_BELOW in flight in this process, per number */
+  private readonly inFlight = new Map<number, number>();
+  /** per number: one lock transaction at a time from this process (so waiting for it takes one connection) */
+  private readonly queues = new Map<number, Promise<unknown>>();
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly logger: Logger,
+    private readonly reservationTtlMs: number,
+    private readonly guardBelow = GUARD_BELOW,
+  ) {}
+
+  /** Admits the send (its holds go to `holds`), or answers why not. */
+  async admit(holds: QuotaHolds, check: QuotaCheck): Promise<QuotaRefusal | undefined> {
+    const read = await this.read(this.pool, check);
+    if (read.in_window) return undefined;
+    const left = dailyLimitOf(check.tier) - read.used - read.reserved - this.countOf(check.numberId);
+    if (left > this.guardBelow) {
+      this.inFlight.set(check.numberId, this.countOf(check.numberId) + 1);
+      holds.counted.push(check.numberId);
+      return undefined;
+    }
+    return this.serially(check.numberId, () => this.reserve(holds, check));
+  }
+
+  uncount(numberId: number): void {
+    const n = this.countOf(numberId) - 1;
+    if (n > 0) this.inFlight.set(numberId, n);
+    else this.inFlight.delete(numberId);
+  }
+
+  async unreserve(ids: string[]): Promise<void> {
+    await this.pool.query('DELETE FROM public.send_quota_reservations WHERE reservation_id = ANY($1::uuid[])', [ids]).catch((err: Error) => {
+      this.logger.warn({ err, reservations: ids }, 'quota reservations not deleted: they count until they expire');
+    });
+  }
+
+  private async reserve(holds: QuotaHolds, check: QuotaCheck): Promise<QuotaRefusal | undefined> {
+    const { numberId, recipient, now } = check;
+    const id = randomUUID();
+    const outcome = await withTransaction(this.pool, async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`send-quota:${numberId}`]);
+      const read = await this.read(tx, check);
+      if (read.in_window) return 'free' as const;
+      const used = read.used + read.reserved + this.countOf(numberId);
+      const dailyLimit = dailyLimitOf(check.tier);
+      // another send in flight to the same new recipient: this one takes no more room
+      if (!read.recipient_reserved && used >= dailyLimit) return { used, dailyLimit };
+      // the number's expired reservations (counted no more) are deleted on the way
+      await tx.query(
+        `WITH expired AS (DELETE FROM public.send_quota_reservations WHERE number_id = $2 AND expires_at <= $5)
+         INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at) VALUES ($1, $2, $3, $4)`,
+        [id, numberId, recipient, new Date(now.getTime() + this.reservationTtlMs), now],
+      );
+      return 'reserved' as const;
+    });
+    if (outcome === 'reserved') holds.reservations.push(id);
+    return typeof outcome === 'object' ? outcome : undefined;
+  }
+
+  private async read(db: Pool | PoolClient, { numberId, recipient, now }: QuotaCheck): Promise<GateRead> {
+    const w = quotaWindow(now);
+    const r = await db.query<GateRead>({ name: 'send_quota_gate', text: GATE_SQL, values: [numberId, w.edgeMinute, w.start, w.edgeEnd, recipient, now] });
+    return r.rows[0];
+  }
+
+  private countOf(numberId: number): number {
+    return this.inFlight.get(numberId) ?? 0;
+  }
+
+  private serially<T>(numberId: number, fn: () => Promise<T>): Promise<T> {
+    const run = (this.queues.get(numberId) ?? Promise.resolve()).then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.queues.set(numberId, tail);
+    void tail.then(() => {
+      if (this.queues.get(numberId) === tail) this.queues.delete(numberId);
+    });
+    return run;
+  }
+}
+
+const gates = new WeakMap<object, SendQuotaGate>();
+
+/** The gate of a set of services (one per runner, so per process in production, per test context in tests). */
+export function sendQuotaGateOf(services: {
+  pool: Pool;
+  logger: Logger;
+  runner: object;
+  provider: { maxCallMs?: number };
+}): SendQuotaGate {
+  let gate = gates.get(services.runner);
+  if (!gate) {
+    gate = new SendQuotaGate(services.pool, services.logger, (services.provider.maxCallMs ?? DEFAULT_CALL_MS) + RECORDING_MS);
+    gates.set(services.runner, gate);
+  }
+  return gate;
+}

@@ -20,6 +20,8 @@
 //   BulkRecipientsRejected event per batch (window × chunk), then the batch is deleted; a crash in between
 //   leaves the batch to be appended again under the same event id. When nothing is left the bulk finishes
 //   COMPLETED / PARTIAL / FAILED.
+// - A cancel stops claims (the job's flag) and reaches the window in hand: at once in this process (signals.ts), by
+//   a notification from any other (BULK_CANCEL_CHANNEL), re-checked when the listening connection is back.
 // The clock and sleep are injectable (tests use a fake clock: pacing without waiting).
 //
 // Split along its jobs (issue #17); this file keeps the loop: polling, a task per number, serving its jobs.
@@ -31,9 +33,10 @@
 // - bulk-job-transitions.ts: start, pause, resume and finish of a job
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { bulkSignals } from '../commands/bulk/signals';
+import { BULK_CANCEL_CHANNEL, bulkSignals } from '../commands/bulk/signals';
 import {
   acquireNumberLease,
+  cancelRequestedAmong,
   getJob,
   heartbeat,
   type JobRow,
@@ -46,6 +49,7 @@ import {
 import type { MessagingProvider } from '../ports/provider';
 import { findNumberById, type NumberRecord, recommendedSpacingMs } from '../projections/accounts/queries';
 import type { Services } from '../services';
+import { PgListener } from '../shared/pg-listener';
 import {
   type BulkDispatcherOptions,
   type DispatcherContext,
@@ -81,8 +85,15 @@ export class BulkDispatcher {
   private readonly onKick = () => this.kick();
   private readonly onCancel = (bulkId: string) => {
     if (this.cancelled.size > 10_000) this.cancelled.clear();
+    if (this.serving.has(bulkId) && !this.cancelled.has(bulkId)) {
+      this.services.logger.info({ bulkId, dispatcher: this.id }, 'bulk dispatcher: bulk cancelled, the rest of its window is not sent');
+    }
     this.cancelled.add(bulkId);
   };
+  /** bulks this dispatcher is serving (a window in hand, or about to claim one) */
+  private readonly serving = new Set<string>();
+  /** cancels made in other processes; while not listening one may be missed, so the served bulks are re-checked */
+  private readonly cancels: PgListener;
   private lastBeat = new Map<string, number>();
   /** each number's next send slot (ms) when its last task ended, so the next task keeps the tier's spacing */
   private readonly nextSlots = new Map<number, number>();
@@ -118,6 +129,12 @@ export class BulkDispatcher {
       guard: () => this.guard(),
       stopping: (bulkId) => this.stopping(bulkId),
     };
+    this.cancels = new PgListener(services.pool, [BULK_CANCEL_CHANNEL], {
+      onNotify: (_channel, bulkId) => {
+        if (bulkId) this.onCancel(bulkId);
+      },
+      onReset: () => void this.recheckCancels(),
+    });
   }
 
   start(): void {
@@ -125,6 +142,7 @@ export class BulkDispatcher {
     this.running = true;
     bulkSignals.on('kick', this.onKick);
     bulkSignals.on('cancel', this.onCancel);
+    void this.cancels.start();
     this.loopPromise = this.loop();
   }
 
@@ -132,17 +150,17 @@ export class BulkDispatcher {
   async stop(): Promise<void> {
     if (this.dead) return; // a killed dispatcher's calls may never return
     this.running = false;
-    this.detach();
+    const unlistened = this.detach();
     this.wake?.();
     await this.loopPromise;
-    await Promise.allSettled([...this.numberTasks.values()]);
+    await Promise.allSettled([...this.numberTasks.values(), unlistened]);
   }
 
   /** Simulates a crash (tests): from now on this dispatcher writes nothing; its rows and leases stay behind. */
   kill(): void {
     this.dead = true;
     this.running = false;
-    this.detach();
+    void this.detach();
     this.wake?.();
   }
 
@@ -151,9 +169,21 @@ export class BulkDispatcher {
     this.wake?.();
   }
 
-  private detach(): void {
+  /** Resolves once the listening connection is back in the pool. */
+  private detach(): Promise<void> {
     bulkSignals.off('kick', this.onKick);
     bulkSignals.off('cancel', this.onCancel);
+    return this.cancels.stop(); // stopping() holds from here on: no window is sent further anyway
+  }
+
+  /** Cancels of the served bulks that a lost listening connection may have missed. */
+  private async recheckCancels(): Promise<void> {
+    if (!this.running || this.serving.size === 0) return;
+    try {
+      for (const bulkId of await cancelRequestedAmong(this.services.pool, [...this.serving])) this.onCancel(bulkId);
+    } catch (err) {
+      this.services.logger.warn({ err, dispatcher: this.id }, 'bulk dispatcher: could not re-check cancels');
+    }
   }
 
   private guard(): void {
@@ -280,12 +310,12 @@ export class BulkDispatcher {
       return run;
     };
 
-    if (job.state === 'queued') {
-      await startJob(this.ctx, job);
-      didWork = true;
-    }
-
+    this.serving.add(job.bulkId);
     try {
+      if (job.state === 'queued') {
+        await startJob(this.ctx, job);
+        didWork = true;
+      }
       for (;;) {
         if (!this.running) return { didWork, next: 'stop' };
         if (this.cancelled.has(job.bulkId)) return { didWork, next: 'next-job' };
@@ -350,6 +380,7 @@ export class BulkDispatcher {
       }
     } finally {
       await Promise.allSettled([recording, materializing]);
+      this.serving.delete(job.bulkId);
     }
   }
 

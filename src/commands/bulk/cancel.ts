@@ -1,7 +1,8 @@
 // Cancelling a bulk send (POST /api/v1/platform-templates/bulk-sends/{id}/cancel/), docs/bulk.md "Cancel".
-// Claims stop first (the job's cancel flag, checked by every claim; local dispatchers also drop the rest of
-// the window they hold), then BulkSendCancelled is appended. What was sent stays sent, and recipients already
-// in flight get their outcome recorded. A crash between the two steps is finished by the lease sweep.
+// Claims stop first (the job's cancel flag, checked by every claim; dispatchers drop the rest of the window they
+// hold: this process's at once, every other's by the flag's notification), then BulkSendCancelled is appended.
+// What was sent stays sent, and recipients already in flight get their outcome recorded. A crash between the two
+// steps is finished by the lease sweep.
 import { getBulkSend } from '../../projections/bulk/queries';
 import type { Services } from '../../services';
 import { DomainError } from '../decider';

@@ -2,6 +2,7 @@
 // cancel requests, and which numbers and jobs have work now.
 import type { Pool } from 'pg';
 import type { TemplateShape } from '../send/components';
+import { BULK_CANCEL_CHANNEL } from './signals';
 
 export type JobState = 'draft' | 'queued' | 'processing' | 'finished' | 'cancelled';
 
@@ -102,10 +103,22 @@ export async function heartbeat(pool: Pool, bulkId: string, now: Date): Promise<
   await pool.query('UPDATE bulk_work.jobs SET heartbeat_at = $2 WHERE bulk_id = $1', [bulkId, now]);
 }
 
-/** Stops further claims at once (the cancel command, before its event). */
+/**
+ * Stops further claims at once (the cancel command, before its event), and tells the dispatchers of every process
+ * (BULK_CANCEL_CHANNEL, on commit) to drop the rest of the window they hold.
+ */
 export async function requestCancel(pool: Pool, bulkId: string, now: Date): Promise<void> {
   await pool.query(
-    `UPDATE bulk_work.jobs SET cancel_requested = true, updated_at = $2 WHERE bulk_id = $1 AND state NOT IN ('finished', 'cancelled')`,
-    [bulkId, now],
+    `WITH flagged AS (
+       UPDATE bulk_work.jobs SET cancel_requested = true, updated_at = $2 WHERE bulk_id = $1 AND state NOT IN ('finished', 'cancelled')
+       RETURNING bulk_id)
+     SELECT pg_notify($3, bulk_id::text) FROM flagged`,
+    [bulkId, now, BULK_CANCEL_CHANNEL],
   );
+}
+
+/** Those of `bulkIds` whose cancel was requested (a dispatcher that may have missed their notification). */
+export async function cancelRequestedAmong(pool: Pool, bulkIds: readonly string[]): Promise<string[]> {
+  const r = await pool.query<{ bulk_id: string }>('SELECT bulk_id FROM bulk_work.jobs WHERE bulk_id = ANY($1::uuid[]) AND cancel_requested', [bulkIds]);
+  return r.rows.map((x) => x.bulk_id);
 }

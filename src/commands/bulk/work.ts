@@ -15,6 +15,7 @@
 export {
   type JobRow,
   type JobState,
+  cancelRequestedAmong,
   getJob,
   heartbeat,
   insertDraftJob,

@@ -25,6 +25,18 @@ export class PoisonRecordError extends Error {
   }
 }
 
+/**
+ * Rejection of publish() for records the transport can never write (larger than it may carry). `records` are the
+ * indexes of those records in the publish (nothing of it was written); empty when the broker refused a request as
+ * too large and the offending record is not known (a broker or topic limit below the transport's cap).
+ */
+export class RecordTooLargeError extends Error {
+  override readonly name = 'RecordTooLargeError';
+  constructor(message: string, readonly records: number[] = [], options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
 export type RecordHandler = (record: IncomingRecord) => Promise<void>;
 
 /** What became of one record of a batch: applied, to be retried later, or never applicable (→ DLQ). */

@@ -17,6 +17,9 @@
 // - any other error => the same record is retried with capped exponential backoff and nothing after it
 //   on that partition is handled or committed until it succeeds. Short delays are waited in place
 //   (heartbeating); longer ones pause only that partition so the consumer's other partitions go on.
+//   A heartbeat that fails while waiting (the group is rebalancing, or dropped this member) ends the batch
+//   in every strategy: what is done is committed (best effort) and the error goes back to kafkajs, which
+//   rejoins; the unfinished records are fetched again by whoever owns the partition then.
 // - with a batch handler (SubscribeOptions.batchHandler) the partition's fetched batch is handed over in slices
 //   of up to `maxBatchRecords`, one call per slice; the handler answers an outcome per record. Poison records go
 //   to the DLQ as above; the `retry` ones are handed again, alone, after a backoff waited in place (heartbeating),
@@ -55,6 +58,29 @@ interface RetryState {
 }
 
 type Outcome = { kind: 'done' } | { kind: 'retry'; error: unknown };
+
+/**
+ * Heartbeats of a batch that may take long. kafkajs learns of a rebalance (or that this member was dropped) only
+ * from a heartbeat's error, and rejoins only once that error leaves eachBatch: after a failed beat `lost()` holds,
+ * the batch stops where it is (committing what is done), then `rethrow()` hands the error to kafkajs.
+ */
+function heartbeats(heartbeat: () => Promise<void>) {
+  let error: { err: unknown } | undefined;
+  return {
+    async beat(): Promise<void> {
+      if (error) return;
+      try {
+        await heartbeat();
+      } catch (err) {
+        error = { err };
+      }
+    },
+    lost: () => error !== undefined,
+    rethrow(): void {
+      if (error) throw error.err;
+    },
+  };
+}
 
 /** A record of a batch-handler slice that is not done yet. */
 interface SliceRecord {
@@ -191,10 +217,12 @@ export class KafkaSubscription implements Subscription {
    * committed.
    */
   private async eachBatchByKey(payload: EachBatchPayload, width: number): Promise<void> {
-    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
+    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const { topic, partition } = batch;
-    const active = () => !this.stopping && isRunning() && !isStale();
+    const rebalance = heartbeats(payload.heartbeat);
+    const active = () => !rebalance.lost() && !this.stopping && isRunning() && !isStale();
     let lastCommitAt = Date.now();
+    let uncommitted: string | null = null; // last offset resolved but not committed yet
     for (let start = 0; start < batch.messages.length && active(); start += width) {
       const window = batch.messages.slice(start, start + width);
       const chains = new Map<string, KafkaMessage[]>();
@@ -221,22 +249,29 @@ export class KafkaSubscription implements Subscription {
               const until = Date.now() + delay;
               while (Date.now() < until && active()) {
                 await sleep(Math.min(100, until - Date.now()));
-                await heartbeat().catch(() => undefined);
+                await rebalance.beat();
               }
               outcome = await this.process(topic, partition, message, retryKey);
             }
           }
         }),
       );
-      if (!completed) return; // stopping: the unfinished window is re-delivered to the next consumer
+      if (!completed) break; // stopping or rebalancing: the unfinished window is re-delivered to the next owner
       const last = window[window.length - 1].offset;
       resolveOffset(last);
-      await heartbeat().catch(() => undefined);
-      if (Date.now() - lastCommitAt >= this.opts.commitIntervalMs || start + width >= batch.messages.length) {
+      uncommitted = last;
+      await rebalance.beat();
+      if (!rebalance.lost() && (Date.now() - lastCommitAt >= this.opts.commitIntervalMs || start + width >= batch.messages.length)) {
         await commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition, offset: (BigInt(last) + 1n).toString() }] }] });
         lastCommitAt = Date.now();
+        uncommitted = null;
       }
     }
+    if (uncommitted !== null) {
+      // ended early (stopping or rebalancing): best effort, the group may have moved on
+      await commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition, offset: (BigInt(uncommitted) + 1n).toString() }] }] }).catch(() => undefined);
+    }
+    rebalance.rethrow();
   }
 
   /**
@@ -247,10 +282,11 @@ export class KafkaSubscription implements Subscription {
    * unfinished record, and on stop).
    */
   private async eachBatchWithBatchHandler(payload: EachBatchPayload, handler: BatchHandler): Promise<void> {
-    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
+    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const { topic, partition } = batch;
     const max = Math.max(1, this.options.maxBatchRecords ?? DEFAULT_MAX_BATCH_RECORDS);
-    const active = () => !this.stopping && isRunning() && !isStale();
+    const rebalance = heartbeats(payload.heartbeat);
+    const active = () => !rebalance.lost() && !this.stopping && isRunning() && !isStale();
     let committed: bigint | null = null; // next offset committed by this call
     let lastCommitAt = Date.now();
     const commit = async (next: bigint) => {
@@ -261,7 +297,7 @@ export class KafkaSubscription implements Subscription {
     };
     let done: bigint | null = null; // next offset after the records done so far
     try {
-      for (let start = 0; start < batch.messages.length && active(); start += max) {
+      slices: for (let start = 0; start < batch.messages.length && active(); start += max) {
         const slice = batch.messages.slice(start, start + max);
         let pending: SliceRecord[] = slice.map((message) => ({ message }));
         for (let attempt = 1; ; attempt++) {
@@ -279,14 +315,14 @@ export class KafkaSubscription implements Subscription {
           const until = Date.now() + delay;
           while (Date.now() < until && active()) {
             await sleep(Math.min(100, until - Date.now()));
-            await heartbeat().catch(() => undefined);
+            await rebalance.beat();
           }
-          if (!active()) return; // the unfinished records are re-delivered to the next consumer
+          if (!active()) break slices; // the unfinished records are re-delivered to the next owner
         }
         const last = slice[slice.length - 1].offset;
         resolveOffset(last);
         done = BigInt(last) + 1n;
-        await heartbeat().catch(() => undefined);
+        await rebalance.beat();
         if (Date.now() - lastCommitAt >= this.opts.commitIntervalMs) await commit(done);
       }
     } finally {
@@ -297,6 +333,7 @@ export class KafkaSubscription implements Subscription {
         else await end.catch(() => undefined);
       }
     }
+    rebalance.rethrow();
   }
 
   /** One pass over a slice: returns the records still to do (transient failures, unwritten dead letters). */

@@ -28,16 +28,20 @@ export class SupervisedSubscription implements Subscription {
   }
 
   private async startOnce(): Promise<void> {
-    let created: KafkaSubscription;
+    let created: KafkaSubscription | undefined;
+    // kafkajs reports a crash while joining the group (e.g. a session timeout the broker refuses) from inside
+    // run(), before create() returns: that consumer is dead, it must neither become current nor reset the backoff
+    let crashedWhileStarting = false;
     try {
-      created = await this.create(() => this.crashed(created));
+      created = await this.create(() => (created ? this.crashed(created) : (crashedWhileStarting = true)));
     } catch (err) {
       this.schedule(err);
       return;
     }
-    if (this.stopped) {
-      // stop() was called while this consumer was being created: it must not keep running
+    if (this.stopped || crashedWhileStarting) {
+      // stopped meanwhile, or already crashed: it must not keep running
       await created.stop().catch(() => undefined);
+      if (crashedWhileStarting) this.schedule(new Error('consumer crashed while starting and was not restarted by kafkajs'));
       return;
     }
     this.current = created;

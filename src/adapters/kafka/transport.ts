@@ -7,8 +7,8 @@
 // carries at most `maxRequestBytes` (default 900 KB, under the broker's default message.max.bytes of ~1 MB):
 // the queue is sent in as many requests as needed, a publish larger than that is split over several requests
 // (it resolves once all of them are acknowledged, rejects if one fails), a record larger than that fails only
-// its own publish, and a request the broker still refuses as too large is retried publish by publish so only
-// the offending one fails.
+// its own publish (RecordTooLargeError naming every such record of it), and a request the broker still refuses
+// as too large is retried publish by publish so only the offending one fails.
 //
 // Consuming: kafka-subscription.ts (the consumer loop: batches, offsets, retries, dead letters) and
 // supervised-subscription.ts (restarts). Options and logging: transport-options.ts; conversions between
@@ -26,6 +26,7 @@ import {
   deadLetterHeaders,
   dlqTopic,
   type OutgoingRecord,
+  RecordTooLargeError,
   type RecordHandler,
   type RecordTransport,
   type SubscribeOptions,
@@ -39,6 +40,7 @@ import { kafkajsLogCreator, type KafkaTransportOptions, type TransportLogger } f
 
 export type { KafkaTransportOptions, TransportLogger } from './transport-options';
 export { isPoison } from './kafka-subscription';
+export { RecordTooLargeError } from '../../ports/transport';
 
 /**
  * Default cap of one produce request, in (estimated) bytes. The broker refuses a partition's record batch larger
@@ -58,11 +60,6 @@ const REQUEST_OVERHEAD_BYTES = 4 * 1024;
 export interface KafkaTransportLimits {
   /** upper bound of one produce request in bytes (estimated; default DEFAULT_MAX_REQUEST_BYTES) */
   maxRequestBytes?: number;
-}
-
-/** Thrown (to its caller only) for a record that cannot be written. */
-export class RecordTooLargeError extends Error {
-  override readonly name = 'RecordTooLargeError';
 }
 
 interface PendingSend {
@@ -181,12 +178,14 @@ export class KafkaTransport implements RecordTransport {
     if (messages.length === 0) return Promise.resolve();
     const sizes = messages.map(estimateMessageBytes);
     const room = this.maxRequestBytes - REQUEST_OVERHEAD_BYTES;
-    const tooLarge = sizes.findIndex((n) => n > room);
-    if (tooLarge >= 0) {
+    const tooLarge = sizes.flatMap((n, i) => (n > room ? [i] : []));
+    if (tooLarge.length > 0) {
+      const first = tooLarge[0];
       return Promise.reject(
         new RecordTooLargeError(
-          `Kafka record ${tooLarge} of the publish to ${topic} is about ${sizes[tooLarge]} bytes: larger than one produce request may carry ` +
+          `Kafka record ${first} of the publish to ${topic} is about ${sizes[first]} bytes: larger than one produce request may carry ` +
             `(${this.maxRequestBytes} bytes, below the broker's message.max.bytes); nothing of this publish was written`,
+          tooLarge,
         ),
       );
     }
@@ -306,6 +305,7 @@ export class KafkaTransport implements RecordTransport {
     return new RecordTooLargeError(
       `Kafka refused the publish to ${item.topic} (${item.messages.length} records) as too large: the broker's or topic's ` +
         `max.message.bytes is below this transport's maxRequestBytes (${this.maxRequestBytes})`,
+      [],
       { cause },
     );
   }

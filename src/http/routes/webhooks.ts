@@ -7,10 +7,14 @@
 //                            message id / sender); the 200 is sent only once the publish is acknowledged
 //                            (Kafka acks=-1; in-process: handlers done), so nothing is lost after a 200.
 //                            A failed publish answers 503: the provider delivers again (consumers are
-//                            idempotent).
+//                            idempotent). A record the transport can never carry (one status or message
+//                            over Kafka's produce cap) would fail every delivery again, so it is
+//                            dead-lettered as a reference instead (see publishNotifications) and the rest
+//                            of the body is published: 200.
 // The raw body is needed for the signature: this plugin's scope replaces the body parsers with one that
 // keeps the bytes; the JSON is parsed only after the signature was checked.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { deadLetterHeaders, dlqTopic, type OutgoingRecord, RecordTooLargeError } from '../../ports/transport';
 import type { Services } from '../../services';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, verifyWebhookSignature } from '../../shared/provider-webhook';
 import { ApiError, badRequest, forbidden, unauthorized } from '../errors';
@@ -54,7 +58,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       if (!records) throw badRequest('not a provider notification: `entry` array missing');
       if (records.length > 0) {
         try {
-          await services.transport.publish(PROVIDER_WEBHOOK_TOPIC, records);
+          await publishNotifications(services, records, request.log);
         } catch (err) {
           request.log.error({ err, records: records.length }, 'publishing provider notifications failed');
           throw new ApiError(503, 'notifications could not be accepted right now; retry later', 'UNAVAILABLE');
@@ -63,4 +67,60 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       return { received: records.length };
     });
   });
+}
+
+/** Longest identifying text a too-large record's reference keeps of each field (the field may be what is too large). */
+const REFERENCE_TEXT_MAX = 256;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const clip = (v: unknown): string | null =>
+  typeof v === 'string' || typeof v === 'number' ? String(v).slice(0, REFERENCE_TEXT_MAX) : null;
+
+/**
+ * Publishes a webhook's records. The records the transport refuses as too large for good are dead-lettered on
+ * `provider.webhooks.dlq` as references (kind, ids, size: what an operator needs to look the notification up at
+ * the provider), logged and counted; the other records are published as usual. Anything else fails the publish.
+ */
+async function publishNotifications(services: Services, records: OutgoingRecord[], log: FastifyBaseLogger): Promise<void> {
+  try {
+    await services.transport.publish(PROVIDER_WEBHOOK_TOPIC, records);
+    return;
+  } catch (err) {
+    if (!(err instanceof RecordTooLargeError) || err.records.length === 0) throw err;
+    const tooLarge = new Set(err.records);
+    const references = records.filter((_, i) => tooLarge.has(i)).map(tooLargeReference);
+    await Promise.all([
+      services.transport.publish(PROVIDER_WEBHOOK_TOPIC, records.filter((_, i) => !tooLarge.has(i))),
+      services.transport.publish(dlqTopic(PROVIDER_WEBHOOK_TOPIC), references),
+    ]);
+    for (const reference of references) {
+      services.metrics.deadLetters.labels(PROVIDER_WEBHOOK_TOPIC).inc();
+      log.warn({ topic: PROVIDER_WEBHOOK_TOPIC, notification: reference.value, reason: reference.headers?.['x-dlq-reason'] }, 'provider notification too large for the transport: dead-lettered as a reference');
+    }
+  }
+}
+
+/** A reference to a record too large to be carried: its key, identifying fields and size, with the reason. */
+function tooLargeReference(record: OutgoingRecord): OutgoingRecord {
+  const value = isObject(record.value) ? record.value : {};
+  const item = isObject(value.status) ? value.status : isObject(value.message) ? value.message : {};
+  const bytes = Buffer.byteLength(JSON.stringify(record.value ?? null));
+  const kind = value.kind === 'message' ? 'message' : 'status';
+  const id = clip(item.id);
+  const reference = {
+    kind,
+    phoneNumberId: clip(value.phoneNumberId),
+    displayPhoneNumber: clip(value.displayPhoneNumber),
+    id,
+    ...(kind === 'status' ? { status: clip(item.status), recipientId: clip(item.recipient_id) } : { from: clip(item.from), type: clip(item.type) }),
+    timestamp: clip(item.timestamp),
+    receivedAt: value.receivedAt ?? null,
+    bytes,
+  };
+  const reason = `${kind} ${JSON.stringify(id)} is ${bytes} bytes: too large for the transport, only this reference to it is kept`;
+  return {
+    key: record.key === null ? null : record.key.slice(0, REFERENCE_TEXT_MAX),
+    value: reference,
+    headers: deadLetterHeaders({}, reason, { topic: PROVIDER_WEBHOOK_TOPIC }),
+  };
 }

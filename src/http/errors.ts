@@ -1,6 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { DomainError } from '../commands/decider';
+import { ReadModelsBehindError } from '../commands/provisioning/read-models';
+import { ReadModelTimeoutError } from '../ports/read-models';
 
 /**
  * The spec's error body shapes. A route family picks its shape with `config: { errorShape }`; every error,
@@ -90,8 +92,22 @@ function fromValidation(err: FastifyError & { validation?: ZodIssueLike[]; valid
   return fieldErrors(fields);
 }
 
+/** Seconds a client whose write its read models did not show in time is told to wait before reading it back. */
+export const READ_MODELS_RETRY_AFTER_S = 5;
+
+/**
+ * A read-your-writes wait that ran out (a rebuild or a failing projection holds the read model): the write is
+ * kept and shows once the read model moves, so a temporary 503, not an internal error.
+ */
+const readModelsBehind = (err: unknown): ApiError | undefined =>
+  err instanceof ReadModelTimeoutError || err instanceof ReadModelsBehindError
+    ? new ApiError(503, 'the request was recorded, but reads do not show it yet: read it again after Retry-After rather than repeating the request', 'READ_MODELS_BEHIND')
+    : undefined;
+
 export function toApiError(err: unknown): ApiError | undefined {
   if (err instanceof ApiError) return err;
+  const behind = readModelsBehind(err);
+  if (behind) return behind;
   if (err instanceof DomainError) return new ApiError(400, err.message, err.code);
   const fe = err as FastifyError & { validation?: unknown[] };
   if (hasZodFastifySchemaValidationErrors(fe) || Array.isArray(fe?.validation)) return fromValidation(fe as never);
@@ -118,6 +134,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const shape = request.routeOptions?.config?.errorShape ?? 'plain';
     const apiError = toApiError(err);
     if (apiError) {
+      if (apiError.code === 'READ_MODELS_BEHIND') {
+        request.log.warn({ err }, 'read models behind: answered 503');
+        reply.header('retry-after', String(READ_MODELS_RETRY_AFTER_S));
+      }
       const s = apiError.shape ?? (apiError.fields ? shape : shape === 'fields' ? 'plain' : shape);
       return reply.status(apiError.statusCode).send(errorBody(s, apiError));
     }

@@ -41,3 +41,14 @@ export async function applyHandled(p: Projection, tx: PoolClient, events: readon
 }
 
 export const rebuildSchemaOf = (p: Projection): string => `${p.schema}__next`;
+
+/**
+ * SQL (a scalar subquery) that moves the sequence of serial `table.column` forward to `maxId` (an SQL expression; NULL
+ * does nothing) when it is behind, never back. For ids a projection assigns itself (highest id plus rank, in its
+ * batch's transaction, so a rolled-back batch burns none): a process of an earlier version beside it still takes
+ * its ids from the column's sequence, and must draw above every id assigned here. `setval` is not rolled back:
+ * after a failed batch the sequence may be ahead of the table, which costs that process a gap, never a collision.
+ */
+export const serialPast = (table: string, column: string, maxId: string): string =>
+  `(SELECT setval(q.s, q.m) FROM (SELECT pg_get_serial_sequence('${table}', '${column}')::regclass AS s, ${maxId} AS m) q
+     WHERE q.m > COALESCE(pg_sequence_last_value(q.s), 0))`;

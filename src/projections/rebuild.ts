@@ -12,6 +12,8 @@ export interface RebuildProgress {
 }
 
 const BATCH = 2000;
+/** at most this many replays up to the head before the locked step (each bounded by the head at its start) */
+const CATCH_UP_ROUNDS = 3;
 
 /** Another process holds the projection's rebuild guard: a rebuild of it is running. */
 export class RebuildRunningError extends Error {
@@ -24,7 +26,7 @@ export class RebuildRunningError extends Error {
 /**
  * Zero-downtime rebuild: replays the whole log into fresh tables (schema `<schema>__next`) while the live
  * tables keep serving and the live runner keeps advancing them; then, holding the projection's lock, catches
- * up the last events and swaps the schemas in one transaction (readers wait for a moment, none fail).
+ * up to the live checkpoint and swaps the schemas in one transaction (readers wait for a moment, none fail).
  * Throws when another process is rebuilding the projection.
  */
 export async function rebuildProjection(
@@ -95,29 +97,42 @@ async function replayAndSwap(
     });
     await pool.query(`UPDATE projections.checkpoints SET state = 'rebuilding', updated_at = now() WHERE name = $1`, [p.name]);
 
-    const replay = async (tx: PoolClient | undefined): Promise<boolean> => {
-      const batch = await store.readAll(progress.position, options.batchSize ?? BATCH);
-      if (batch.events.length === 0) return false;
-      const apply = async (c: PoolClient) => {
-        await c.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${next}, public`);
-        progress.applied += await applyHandled(p, c, batch.events);
-        await c.query('SET LOCAL search_path TO public');
-      };
-      if (tx) await apply(tx);
-      else await inTx(pool, apply);
-      progress.read += batch.events.length;
-      progress.position = batch.nextPosition;
-      options.onProgress?.({ ...progress });
-      return true;
+    const batchSize = options.batchSize ?? BATCH;
+    /** Replays from where the fresh tables are until `target` (or until the log holds nothing more yet): events read. */
+    const replayTo = async (target: Position, tx?: PoolClient): Promise<number> => {
+      let read = 0;
+      while (store.comparePositions(progress.position, target) < 0) {
+        const batch = await store.readAll(progress.position, batchSize);
+        if (batch.events.length === 0) break; // an older open transaction holds the log back: the next step goes on
+        const apply = async (c: PoolClient) => {
+          await c.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${next}, public`);
+          progress.applied += await applyHandled(p, c, batch.events);
+          await c.query('SET LOCAL search_path TO public');
+        };
+        if (tx) await apply(tx);
+        else await inTx(pool, apply);
+        read += batch.events.length;
+        progress.read += batch.events.length;
+        progress.position = batch.nextPosition;
+        options.onProgress?.({ ...progress });
+      }
+      return read;
     };
 
-    while (await replay(undefined));
+    // Each round replays up to the head as it was when the round began, never to wherever the log has grown
+    // since: under constant appends that tail is never reached. The rounds after the first shorten what is left
+    // for the locked step; they stop once a round had at most a batch to read.
+    for (let round = 0; round < CATCH_UP_ROUNDS; round++) {
+      if ((await replayTo(await store.headPosition())) <= batchSize) break;
+    }
     // Fresh tables have no statistics yet: without them the swapped-in read model would be planned as empty.
     await analyzeSchema(pool, next);
 
     await inTx(pool, async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lockKeyOf(p.name)]);
-      while (await replay(tx));
+      // Under the lock the live checkpoint stands still: the fresh tables reach it (readers never see the swap go
+      // back) and not further; the live runner goes on from the swap's position.
+      await replayTo((await readCheckpoint(tx, p.name))?.position ?? START, tx);
       await tx.query(`DROP SCHEMA IF EXISTS ${p.schema}__old CASCADE`);
       await tx.query(`ALTER SCHEMA ${p.schema} RENAME TO ${p.schema}__old`);
       await tx.query(`ALTER SCHEMA ${next} RENAME TO ${p.schema}`);

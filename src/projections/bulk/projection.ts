@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import type { Projection } from '../projection';
+import { type Projection, serialPast } from '../projection';
 import { queryNamed } from '../../shared/tx';
 import type { BulkEvent } from '../../events/bulk';
 
@@ -22,8 +22,9 @@ export const bulkFailureMessage = (errorCode: string | null, errorMessage: strin
  *   failed_count    = rows with status failed (refused, interrupted, or failed after acceptance)
  * Every update is guarded by the row's current status, so redelivered events change nothing and statuses
  * only move forward (pending → sent → delivered → read; failed from pending, sent or delivered).
- * `messages.id` is the spec's integer id: a serial drawn when a chunk's rows are inserted (a redelivered chunk
- * draws none), so a rebuild assigns the same ids.
+ * `messages.id` is the spec's integer id, assigned by the insert of a chunk's rows (the highest id plus the rank,
+ * the column's sequence moved past them for an earlier version's process): a rolled-back batch and a redelivered
+ * chunk take none, so a rebuild assigns the same ids (docs/core.md).
  */
 export const bulkProjection: Projection = {
   name: 'bulk',
@@ -91,11 +92,14 @@ export const bulkProjection: Projection = {
         const d = e.data;
         const first = d.recipients[0].index;
         await tx.query(
-          `INSERT INTO messages (bulk_id, chunk, idx, recipient_phone, variables)
-           SELECT $1, $2, r.idx, r.phone, r.variables
-             FROM jsonb_to_recordset($3::jsonb) AS r(idx integer, phone text, variables jsonb)
-            WHERE NOT EXISTS (SELECT 1 FROM messages WHERE bulk_id = $1 AND idx = $4)
-            ORDER BY r.idx`,
+          `WITH inserted AS (
+             INSERT INTO messages (id, bulk_id, chunk, idx, recipient_phone, variables)
+             SELECT (SELECT COALESCE(max(m.id), 0) FROM messages m) + row_number() OVER (ORDER BY r.idx), $1, $2, r.idx, r.phone, r.variables
+               FROM jsonb_to_recordset($3::jsonb) AS r(idx integer, phone text, variables jsonb)
+              WHERE NOT EXISTS (SELECT 1 FROM messages WHERE bulk_id = $1 AND idx = $4)
+              ORDER BY r.idx
+             RETURNING id)
+           SELECT ${serialPast('messages', 'id', '(SELECT max(id) FROM inserted)')}`,
           [d.bulkId, d.chunk, JSON.stringify(d.recipients.map((r) => ({ idx: r.index, phone: r.phone, variables: r.variables }))), first],
         );
         return;

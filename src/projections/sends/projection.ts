@@ -1,6 +1,6 @@
 import type { PoolClient } from 'pg';
 import type { RecordedEvent } from '../../ports/event-store';
-import type { Projection } from '../projection';
+import { type Projection, serialPast } from '../projection';
 import { queryNamed } from '../../shared/tx';
 import type { SendEvent } from '../../events/sends';
 import type { ProvisioningEvent } from '../../events/provisioning';
@@ -12,8 +12,8 @@ export const SENDS_SCHEMA = 'rm_sends';
  * consumer uses to find the owner of a notification, and the sending numbers (provider phone number id →
  * company) for inbound messages.
  *
- * `sends.id` is the spec's integer id: a serial assigned in event order (never burnt by a redelivered
- * event: the insert only draws a value when the row is new), so a rebuild assigns the same ids.
+ * `sends.id` is the spec's integer id, assigned in event order by the insert itself (recordRequestsAndAcceptances),
+ * so a rolled-back batch and a redelivered request take none and a rebuild assigns the same ids (docs/core.md).
  * `provider_messages` is the owner index: kind 'send' rows come from TemplateSendAccepted; other kinds
  * (bulk recipients) can be added by handling their events here, the consumer dispatches on `kind`.
  */
@@ -142,7 +142,8 @@ type Accepted = { d: Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data'
 
 /**
  * Requests and provider answers in one statement. A request new to the table is inserted already answered when
- * its answer is in the same batch (ids drawn in the batch's order; a redelivered request burns no id); an answer
+ * its answer is in the same batch (ids: the highest id plus the rank in the batch's order of the requests really
+ * new, the column's sequence moved past them for an earlier version's process, `serialPast`); an answer
  * to a send requested earlier updates its pending row (the update sees the table as it was before this statement,
  * so never a row the insert adds). The first answer of a send wins, as one by one: a later one finds it no longer
  * pending. Every answer's provider message id is mapped to its send.
@@ -159,16 +160,17 @@ async function recordRequestsAndAcceptances(tx: PoolClient, requests: Requested[
      ), a AS (
        SELECT * FROM unnest($14::text[], $15::text[], $16::timestamptz[]) AS a(send_id, pmid, at)
      ), inserted AS (
-       INSERT INTO sends (send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
+       INSERT INTO sends (id, send_id, company_id, number_id, phone_number_id, template_id, template_name, language, category,
                           recipient_phone, recipient_e164, variables, button_variables, requested_at,
                           provider_message_id, was_successful, status, sent_at)
-       SELECT u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
+       SELECT (SELECT COALESCE(max(m.id), 0) FROM sends m) + row_number() OVER (ORDER BY u.ord),
+              u.send_id, u.company_id, u.number_id, u.phone_number_id, u.template_id, u.template_name, u.language, u.category,
               u.recipient_phone, u.recipient_e164, u.variables, u.button_variables, u.requested_at,
               a.pmid, CASE WHEN a.send_id IS NOT NULL THEN true END, CASE WHEN a.send_id IS NOT NULL THEN 'sent' ELSE 'pending' END, a.at
          FROM u LEFT JOIN a ON a.send_id = u.send_id
         WHERE NOT EXISTS (SELECT 1 FROM sends s WHERE s.send_id = u.send_id)
         ORDER BY u.ord
-       RETURNING 1
+       RETURNING id
      ), updated AS (
        UPDATE sends s SET provider_message_id = a.pmid, was_successful = true, error_message = NULL, status = 'sent', sent_at = a.at
          FROM a
@@ -180,7 +182,8 @@ async function recordRequestsAndAcceptances(tx: PoolClient, requests: Requested[
        ON CONFLICT (provider_message_id) DO NOTHING
        RETURNING 1
      )
-     SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM updated) AS updated, (SELECT count(*) FROM mapped) AS mapped`,
+     SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM updated) AS updated, (SELECT count(*) FROM mapped) AS mapped,
+            ${serialPast('sends', 'id', '(SELECT max(id) FROM inserted)')} AS serial`,
     [
       requests.map((d) => d.sendId), requests.map((d) => d.companyId), requests.map((d) => d.numberId), requests.map((d) => d.phoneNumberId),
       requests.map((d) => d.templateId), requests.map((d) => d.templateName), requests.map((d) => d.language), requests.map((d) => d.category),

@@ -19,6 +19,7 @@ import { Wakeups } from '../shared/wakeups';
 import { canonicalJson } from '../shared/canonical-json';
 import { IdempotencyStore, type KeyClaim, type KeyRecord, type StoredAnswer } from './idempotency-store';
 import { sealedBox } from '../shared/sealed-box';
+import { alsoDescribed, type HeaderDocs, withHeaderDocs } from './response-docs';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -71,6 +72,16 @@ const headerDoc = z
       ),
   })
   .loose();
+
+const retryAfterDoc: HeaderDocs = {
+  'retry-after': { type: 'integer', description: 'seconds until the first request under the key stops counting as in flight (at least 1)' },
+};
+const replayedDoc: HeaderDocs = {
+  [REPLAYED_HEADER]: {
+    type: 'string', enum: ['true'],
+    description: 'present when this is the stored answer of an earlier request with the same Idempotency-Key (on a replayed 4xx too)',
+  },
+};
 
 export const fingerprintOf = (request: FastifyRequest): string =>
   requestFingerprint(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null);
@@ -180,9 +191,7 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     }
     const schema = (route.schema ??= {}) as { headers?: unknown; response?: Record<string | number, unknown> };
     schema.headers ??= headerDoc;
-    const response = (schema.response ??= {});
-    response[409] ??= errorSchema.describe('a request with this Idempotency-Key is still in flight (Retry-After)');
-    response[422] ??= errorSchema.describe('this Idempotency-Key was used with a different request');
+    documentAnswers((schema.response ??= {}));
   });
 
   const purge = setInterval(() => {
@@ -190,6 +199,14 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
   }, PURGE_EVERY_MS);
   purge.unref();
   app.addHook('onClose', async () => clearInterval(purge));
+}
+
+/** The answers the key adds to a keyed route, in its OpenAPI description (beside the route's own of the same status). */
+function documentAnswers(response: Record<string | number, unknown>): void {
+  response[400] ??= errorSchema.describe('the Idempotency-Key is malformed or sent more than once');
+  response[409] = withHeaderDocs(response[409] ?? errorSchema, retryAfterDoc, alsoDescribed(response[409], 'a request with this Idempotency-Key is still in flight'));
+  response[422] = withHeaderDocs(response[422] ?? errorSchema, {}, alsoDescribed(response[422], 'this Idempotency-Key was used with a different request'));
+  for (const status of Object.keys(response)) if (status.startsWith('2')) response[status] = withHeaderDocs(response[status], replayedDoc);
 }
 
 /** The request's Idempotency-Key, undefined when it has none; 400 when it is malformed or sent more than once. */

@@ -1,9 +1,11 @@
 import fastifyRateLimit, { type RateLimitOptions } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { z } from 'zod';
 import { rateLimitsProjection } from '../projections/ratelimits/projection';
 import type { Services } from '../services';
 import { ApiError } from './errors';
 import { RateLimitCounter, storeOf } from './rate-limit-store';
+import { alsoDescribed, type HeaderDocs, withHeaderDocs } from './response-docs';
 
 // Request rate limits per API key (docs/rate-limits.md) with @fastify/rate-limit: every authenticated request
 // counts against its key's window, whose size is the key's company's limit (or RATE_LIMIT_PER_MINUTE).
@@ -93,7 +95,30 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
   app.addHook('onRoute', (route: RouteOptions) => {
     if (route.onRequest !== undefined) route.preValidation = [...asList(route.preValidation), limitAuthenticated];
     else if (route.preHandler !== undefined) route.preHandler = [...asList(route.preHandler), limitAuthenticated];
+    else return;
+    documentLimited(route);
   });
+}
+
+const limitHeaderDocs: HeaderDocs = {
+  'retry-after': { type: 'integer', description: 'seconds until the window ends' },
+  'ratelimit-limit': { type: 'integer', description: "the API key's requests per minute" },
+  'ratelimit-remaining': { type: 'integer', description: 'requests left in the window (0)' },
+  'ratelimit-reset': { type: 'integer', description: 'seconds until the window ends' },
+};
+
+/**
+ * The 429 of a counted route in its OpenAPI description, in the route's error shape. A route that declares no
+ * answers (the export's NDJSON stream) is left so: declaring one would hide its default 200.
+ */
+function documentLimited(route: RouteOptions): void {
+  const response = (route.schema as { response?: Record<string | number, unknown> } | undefined)?.response;
+  if (response === undefined) return;
+  const shape = route.config?.errorShape;
+  const body = shape === 'export' ? z.object({ error: z.object({ code: z.string(), message: z.string() }) })
+    : shape === 'detail' ? z.object({ detail: z.string() }) : z.object({ error: z.string() });
+  const limited = 'the API key made more requests this minute than its limit (RATE_LIMITED)';
+  response[429] = withHeaderDocs(response[429] ?? body, limitHeaderDocs, alsoDescribed(response[429], limited));
 }
 
 const asList = <T>(hooks: T | T[] | undefined): T[] => (hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks]);

@@ -80,8 +80,10 @@ export async function importMessages(
 
   const lines = createInterface({ input, crlfDelay: Infinity });
   let lineNo = 0;
-  for await (const text of lines) {
+  for await (let text of lines) {
     lineNo++;
+    // a file saved with a UTF-8 byte-order mark (Notepad, PowerShell 5's utf8): readline keeps it on the first line
+    if (lineNo === 1 && text.startsWith('\ufeff')) text = text.slice(1);
     if (text.trim() === '') continue;
     summary.lines++;
     let value: unknown;

@@ -34,7 +34,8 @@ function normalizeUncached(raw: string): string | null {
   let input = raw.trim();
   if (input.toLowerCase().startsWith('tel:')) input = input.slice(4);
   if (input === '' || input.length > 40) return null;
-  const compact = input.replace(/[\s\-().\u00a0]/g, '');
+  // separators: spaces, dots, parentheses and dashes, the Unicode ones too (a number copied from a document)
+  const compact = input.replace(/[\s\-().\u00a0\u2010-\u2015\u2212\uff0d]/g, '');
   if (!/^\+?\d{4,20}$/.test(compact)) return null;
 
   if (compact.startsWith('+')) return canonical(parsePhoneNumberFromString(compact));

@@ -61,6 +61,14 @@ const FLOAT_RE = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
 export const MAX_STRING = 255;
 export const MAX_TEXT = 10_000;
 
+/** Whether `s` is longer than `max` characters (code points, as Postgres counts them: an emoji is one, not two). */
+export function longerThan(s: string, max: number): boolean {
+  if (s.length <= max) return false;
+  let n = 0;
+  for (const _ of s) if (++n > max) return true;
+  return false;
+}
+
 function validCalendarDate(y: number, m: number, d: number): boolean {
   if (m < 1 || m > 12 || d < 1) return false;
   const days = new Date(Date.UTC(y, m, 0)).getUTCDate();
@@ -109,7 +117,7 @@ export function canonicalValue(def: FieldDef, raw: readonly unknown[]): { ok: tr
     case 'textarea': {
       if (typeof one !== 'string') return fail(`value must be a string`);
       const max = def.fieldType === 'string' ? MAX_STRING : MAX_TEXT;
-      if (one.length > max) return fail(`value is longer than ${max} characters`);
+      if (longerThan(one, max)) return fail(`value is longer than ${max} characters`);
       return { ok: true, value: [one] };
     }
     case 'int': {

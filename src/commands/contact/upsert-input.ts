@@ -1,7 +1,7 @@
 import { CONTACT_SOURCES, type ContactSource } from '../../events/contacts';
 import { normalizePhone } from '../../shared/phone';
 import { DomainError } from '../decider';
-import { canonicalInstant, isStorableDateTime, isValidDateTime, isValidEmail, isValidHttpUrl, UNSTORABLE_DATETIME } from './model';
+import { canonicalInstant, isStorableDateTime, isValidDateTime, isValidEmail, isValidHttpUrl, longerThan, UNSTORABLE_DATETIME } from './model';
 
 // The upsert request body (spec: POST /api/v1/external/contacts/upsert/), parsed into a command input.
 // Top-level keys in snake_case or camelCase; keys inside custom_fields items only snake_case. Every problem is
@@ -137,7 +137,7 @@ export function parseUpsertBody(body: unknown): UpsertInput {
       problems.push(`${g.name} must be a string or null`);
       return;
     }
-    if (g.value.length > max) {
+    if (longerThan(g.value, max)) {
       problems.push(`${g.name} is longer than ${max} characters`);
       return;
     }

@@ -55,6 +55,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  acceptEmptyJsonBodies(app);
   registerAuth(app, {
     pool: services.pool,
     pepper: services.secrets.apiKeyPepper,
@@ -105,3 +106,17 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>;
+
+/**
+ * `Content-Type: application/json` with an empty body (`curl -X POST -H 'Content-Type: application/json' ...`) is a
+ * request without a body, as the same request without the header is: a route that takes none (a cancel, a rotation)
+ * serves it, and one that needs a body answers its own 400. Any other body goes to fastify's own JSON parser.
+ */
+function acceptEmptyJsonBodies(app: FastifyInstance): void {
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') return done(null, undefined);
+    return json(request, body as string, done);
+  });
+}

@@ -23,6 +23,7 @@ import {
 import type { Services } from '../../services';
 import { ReadModelTimeoutError } from '../../ports/read-models';
 import { isFromAnEarlierUse, keyedIdSeed } from '../../shared/idempotency-key';
+import { phoneVariants } from '../../shared/phone';
 import { DomainError } from '../decider';
 import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';
@@ -137,10 +138,13 @@ async function alreadyCreated(
 /** Chunk appends running at once. */
 const APPEND_CONCURRENCY = 4;
 
+/** How many of `phones` were sent to in the quota window, under either spelling (the window keeps E.164 forms). */
 async function recipientsInWindow(pool: Pool, numberId: number, phones: readonly string[], now: Date): Promise<number> {
   const r = await pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM rm_accounts.quota_recipients WHERE number_id = $1 AND last_sent_at > $2 AND recipient = ANY($3::text[])`,
-    [numberId, new Date(now.getTime() - QUOTA_WINDOW_MS), phones],
+    `SELECT count(*)::int AS n FROM unnest($3::text[], $4::text[]) AS p(phone, other)
+      WHERE EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
+                     WHERE q.number_id = $1 AND q.last_sent_at > $2 AND q.recipient IN (p.phone, p.other))`,
+    [numberId, new Date(now.getTime() - QUOTA_WINDOW_MS), phones, phones.map((p) => phoneVariants(p)[1] ?? null)],
   );
   return r.rows[0].n;
 }

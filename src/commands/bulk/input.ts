@@ -2,6 +2,7 @@
 // before anything is stored: one bad recipient rejects the whole request, and the messages name it by its
 // index in the submitted list: `recipients[3].phone: ...`. Variables are checked with the single send's
 // components builder (the same rules and messages).
+import { normalizePhone } from '../../shared/phone';
 import { buildComponents, type TemplateShape } from '../send/components';
 
 export interface BulkRecipientInput {
@@ -18,6 +19,23 @@ export const PHONE_FORMAT = /^\+\d{6,15}$/;
 export const PHONE_MESSAGE = 'Enter the phone number in international format: a leading + and digits only, no spaces.';
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Levels of objects and arrays `variables` and `button_variables` may have (their values are scalars or small
+ * objects): a value nested thousands deep, in a key the components builder ignores, could not be stored (500).
+ */
+export const MAX_NESTING = 32;
+
+function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > max) return true;
+    for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push([item, depth + 1]);
+  }
+  return false;
+}
 
 export type RecipientsCheck = { ok: true; recipients: BulkRecipientInput[] } | { ok: false; messages: string[] };
 
@@ -71,6 +89,9 @@ export function checkRecipients(raw: readonly unknown[]): RecipientsCheck {
       if (value !== undefined && value !== null && !isPlainObject(value)) {
         errors.add(i, `${at}.${field}: must be a JSON object.`);
         ok = false;
+      } else if (nestedDeeperThan(value, MAX_NESTING)) {
+        errors.add(i, `${at}.${field}: nested too deeply (at most ${MAX_NESTING} levels of objects and lists).`);
+        ok = false;
       }
     }
     if (ok) {
@@ -107,13 +128,37 @@ export interface Deduplicated {
   unique: number;
 }
 
-/** Removes repeated phone numbers (the same `+digits` text); the first occurrence, with its variables, is kept. */
+/**
+ * The key under which the spellings of one messaging number meet, by text alone: Argentina's `+549…` and `+54…`,
+ * Mexico's `+521…` (13 digits) and `+52…` (phoneVariants); the number itself elsewhere.
+ */
+export function spellingKey(phone: string): string {
+  if (phone.startsWith('+549')) return `+54${phone.slice(4)}`;
+  if (phone.startsWith('+521') && phone.length === 14) return `+52${phone.slice(4)}`;
+  return phone;
+}
+
+/**
+ * Removes repeated phone numbers, the first occurrence (its spelling and variables) kept: the same `+digits` text,
+ * or another spelling of the same number (`+5491155551234` and `+541155551234`). Only phones whose spelling key
+ * meets a kept phone's are normalized (normalizing a 100k list costs seconds).
+ */
 export function deduplicate(recipients: readonly BulkRecipientInput[]): Deduplicated {
   const seen = new Set<string>();
+  const keptByKey = new Map<string, string[]>();
   const out: BulkRecipientInput[] = [];
   for (const r of recipients) {
     if (seen.has(r.phone)) continue;
     seen.add(r.phone);
+    const key = spellingKey(r.phone);
+    const kept = keptByKey.get(key);
+    if (kept) {
+      const e164 = normalizePhone(r.phone);
+      if (e164 !== null && kept.some((k) => normalizePhone(k) === e164)) continue;
+      kept.push(r.phone);
+    } else {
+      keptByKey.set(key, [r.phone]);
+    }
     out.push(r);
   }
   return { recipients: out, total: recipients.length, unique: out.length };

@@ -43,7 +43,8 @@ export interface Quota {
 export function computeQuota(tier: MessagingTier, used: number): Quota {
   const dailyLimit = dailyLimitOf(tier);
   const remaining = Math.max(0, dailyLimit - used);
-  const usagePercentage = Math.min(100, Math.round((used / dailyLimit) * 100 * 100) / 100);
+  // 100 only when full: rounding must not show a number that can still send (99,999 of 100,000) as full
+  const usagePercentage = remaining > 0 ? Math.min(99.99, Math.round((used / dailyLimit) * 100 * 100) / 100) : 100;
   return { dailyLimit, uniqueNumbersSent24h: used, remaining, usagePercentage, canSend: remaining > 0 };
 }
 

@@ -70,9 +70,11 @@ export async function toWebhookEvents(pool: Pool, events: readonly RecordedEvent
         const rec = sends.get(d.sendId);
         if (!rec) break;
         const s = rec.send;
-        const snapshot = d.status === 'delivered' ? { current: 'delivered', delivered_at: d.at }
-          : d.status === 'read' ? { current: 'read', delivered_at: iso(s.deliveredAt), read_at: d.at }
-            : { current: 'failed', delivered_at: iso(s.deliveredAt), failed_at: d.at, error_code: d.errorCode, error_message: d.errorMessage };
+        // this transition's fields as the record shows them (set by it and never changed after; a failure's
+        // message is never null there: docs/sends.md, "Status record")
+        const snapshot = d.status === 'delivered' ? { current: 'delivered', delivered_at: iso(s.deliveredAt) ?? d.at }
+          : d.status === 'read' ? { current: 'read', delivered_at: iso(s.deliveredAt), read_at: iso(s.readAt) ?? d.at }
+            : { current: 'failed', delivered_at: iso(s.deliveredAt), failed_at: iso(s.failedAt) ?? d.at, error_code: s.statusErrorCode, error_message: s.statusErrorMessage };
         emit(e, d.companyId, `message.${d.status}`, statusRecord(s, rec.contact, { sent_at: iso(s.sentAt), ...snapshot }));
         break;
       }

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { SENDS_SCHEMA } from './projection';
+import { bulkFailureMessage } from '../bulk/projection';
 
 type Db = Pool | PoolClient;
 
@@ -30,6 +31,7 @@ export interface SendRecord {
   statusErrorMessage: string | null;
 }
 
+/** A row as the status record shows it. A provider failure without a message gets the bulk message item's (its code, else `failed`). */
 const toSend = (r: any): SendRecord => ({
   id: Number(r.id),
   sendId: r.send_id,
@@ -54,7 +56,7 @@ const toSend = (r: any): SendRecord => ({
   readAt: r.read_at,
   failedAt: r.failed_at,
   statusErrorCode: r.status_error_code,
-  statusErrorMessage: r.status_error_message,
+  statusErrorMessage: r.status === 'failed' ? bulkFailureMessage(r.status_error_code, r.status_error_message) : r.status_error_message,
 });
 
 export async function findSendByProviderMessageId(db: Db, providerMessageId: string): Promise<SendRecord | undefined> {

@@ -15,7 +15,7 @@ import { registerIdempotency, REPLAYED_HEADER } from './idempotency';
 import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
-import { hasUnstorableText } from '../shared/storable';
+import { hasUnstorableText, MAX_JSON_DEPTH, nestsDeeperThan } from '../shared/storable';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024; // 1 MiB; send-bulk raises its own limit
 export const REQUEST_TIMEOUT_MS = 30_000;
@@ -75,6 +75,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     const where = hasUnstorableText(request.query) ? 'query' : hasUnstorableText(request.params) ? 'path'
       : hasUnstorableText(request.body) ? 'body' : undefined;
     if (where) throw fieldErrors({ [where]: ['text must not contain NUL (\\u0000) characters or unpaired surrogates'] });
+    if (nestsDeeperThan(request.body, MAX_JSON_DEPTH)) throw fieldErrors({ body: [`nested too deeply (at most ${MAX_JSON_DEPTH} levels of objects and lists)`] });
   });
 
   app.addHook('onResponse', async (request, reply) => {

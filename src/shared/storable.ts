@@ -25,6 +25,21 @@ export function hasUnstorableText(value: unknown): boolean {
   return false;
 }
 
+/** Levels of objects and arrays a request body may nest (deeper input overflows the stack of JSON.stringify). */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether a parsed JSON value nests objects and arrays deeper than `max` levels; iterative, as above. */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object' || Buffer.isBuffer(v)) continue;
+    if (depth + 1 > max) return true;
+    for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push([item, depth + 1]);
+  }
+  return false;
+}
+
 /** The earliest and the latest instant Postgres reads back from an ISO 8601 string in UTC. */
 const MIN_STORABLE_MS = new Date('0001-01-01T00:00:00.000Z').getTime();
 const MAX_STORABLE_MS = new Date('9999-12-31T23:59:59.999Z').getTime();

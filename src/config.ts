@@ -153,8 +153,15 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/**
+ * A variable set to nothing (`VAR=` in an env file, compose's `${VAR:-}`) is unset: its default. Otherwise an empty
+ * DATA_DIR would put the cluster and secrets.json in the working folder, and an empty number would read as 0.
+ */
+const withoutBlanks = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv =>
+  Object.fromEntries(Object.entries(env).filter(([, v]) => v === undefined || v.trim() !== ''));
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = configSchema.safeParse(env);
+  const parsed = configSchema.safeParse(withoutBlanks(env));
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(env)'}: ${i.message}`);
     throw new ConfigError(`invalid configuration: ${issues.join('; ')}`);

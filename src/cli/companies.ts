@@ -3,7 +3,7 @@ import { setCompanyRateLimit } from '../commands/provisioning/rate-limits';
 import { readModelsUpToDate } from '../commands/provisioning/read-models';
 import { listCompanyRateLimits } from '../projections/ratelimits/queries';
 import type { Services } from '../services';
-import { positiveInt } from './args';
+import { positiveId, positiveInt } from './args';
 import { exitOnFailure, failWith } from './failure';
 import { withCliRuntime } from './runtime';
 
@@ -24,7 +24,7 @@ export function registerCompanyCommands(program: Command): void {
   companies
     .command('rate-limit')
     .description('set the requests per minute each API key of a company may make (every serve process applies it within 5 s)')
-    .requiredOption('--company <id>', 'the company', positiveInt)
+    .requiredOption('--company <id>', 'the company', positiveId)
     .option('--per-minute <n>', 'requests per API key and minute', positiveInt)
     .option('--default', 'back to the service default (RATE_LIMIT_PER_MINUTE)')
     .action((opts: { company: number; perMinute?: number; default?: boolean }) => {

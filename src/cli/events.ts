@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { type Command, InvalidArgumentError } from 'commander';
 import { type EventStore, InvalidPositionError, type Position, type ReadAllBatch, START } from '../ports/event-store';
 import { createEventRegistry } from '../events/catalogue';
@@ -15,6 +16,36 @@ const companyIds = (v: string): Set<number> => {
 };
 
 const BATCH = 2000;
+
+/** `--type A,B`: each must be an event type of the catalogue (a misspelt one would export nothing, silently). */
+function eventTypes(option: string | undefined): Set<string> | undefined {
+  if (!option) return undefined;
+  const types = new Set(option.split(',').map((t) => t.trim()));
+  const registry = createEventRegistry();
+  const unknown = [...types].filter((t) => !registry.has(t));
+  if (unknown.length) throw new CliUsageError(`--type: unknown event type ${unknown.join(', ')} (\`switchboard events schemas\` lists them)`);
+  return types;
+}
+
+/**
+ * Watches stdout for a write error: a reader that went away (`| head`: EPIPE) ends the export quietly, as a
+ * pipeline expects; another (a full disk: ENOSPC) ends it with one line. Without a listener Node throws either.
+ */
+function watchOutput(): { failed: () => NodeJS.ErrnoException | undefined; drained: () => Promise<void> } {
+  let failure: NodeJS.ErrnoException | undefined;
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => (failure ??= err));
+  return {
+    failed: () => failure,
+    // `once` also settles (rejects) on 'error'
+    drained: () => once(process.stdout, 'drain').then(() => undefined, () => undefined),
+  };
+}
+
+function outputFailure(err: NodeJS.ErrnoException): CliUsageError {
+  return new CliUsageError(
+    `cannot write the export (${err.code ?? err.message}); the output may end with a partial line: resume with --from the position of its last complete line`,
+  );
+}
 
 /**
  * The next batch of the log. The store parses the position before it reads anything: only `--from` can be text
@@ -41,16 +72,17 @@ export function registerEventCommands(program: Command): void {
     .option('--type <types>', 'comma-separated event types to include')
     .option('--company <ids>', 'comma-separated company ids to include', companyIds)
     .option('--limit <n>', 'stop after this many lines', positiveInt)
-    .action((opts: { from?: string; type?: string; company?: Set<number>; limit?: number }) =>
-      withCliRuntime(async (s) => {
-        const types = opts.type ? new Set(opts.type.split(',').map((t) => t.trim())) : undefined;
+    .action((opts: { from?: string; type?: string; company?: Set<number>; limit?: number }) => {
+      const types = eventTypes(opts.type);
+      return withCliRuntime(async (s) => {
+        const output = watchOutput();
         const companies = opts.company;
         const limit = opts.limit ?? Infinity;
         let position = (opts.from ?? START) as Position;
         let written = 0;
         let scanned = 0;
         let resumeFrom = position;
-        while (written < limit) {
+        while (written < limit && !output.failed()) {
           const batch = await readBatch(s.store, position);
           if (batch.events.length === 0) break;
           for (const e of batch.events) {
@@ -59,7 +91,8 @@ export function registerEventCommands(program: Command): void {
             if (types && !types.has(e.type)) continue;
             if (companies && (e.metadata.companyId === null || !companies.has(e.metadata.companyId))) continue;
             const line = JSON.stringify({ position: e.position, stream: e.streamId, revision: e.revision.toString(), type: e.type, data: e.data, metadata: e.metadata });
-            if (!process.stdout.write(`${line}\n`)) await new Promise((r) => process.stdout.once('drain', r));
+            if (!process.stdout.write(`${line}\n`)) await output.drained();
+            if (output.failed()) break;
             if (++written >= limit) break;
           }
           if (written < limit) resumeFrom = batch.nextPosition;
@@ -67,9 +100,12 @@ export function registerEventCommands(program: Command): void {
           progress(`exported ${written} of ${scanned} events`);
         }
         progressDone();
+        const failure = output.failed();
+        if (failure?.code === 'EPIPE') return;
+        if (failure) throw outputFailure(failure);
         process.stderr.write(`exported ${written} events (scanned ${scanned}); resume with --from '${resumeFrom}'\n`);
-      }),
-    );
+      });
+    });
 
   events
     .command('schemas')

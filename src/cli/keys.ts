@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { issueApiKey, listKeys, revokeApiKey } from '../commands/provisioning/keys';
 import type { Services } from '../services';
-import { positiveInt } from './args';
+import { positiveId } from './args';
 import { exitOnFailure, failWith } from './failure';
 import { withCliRuntime } from './runtime';
 
@@ -23,9 +23,9 @@ export function registerKeyCommands(program: Command): void {
   keys
     .command('issue')
     .description('issue a key; prints the clear key once on stdout (only its keyed hash is stored)')
-    .option('--company <id>', 'company of a company key', positiveInt)
+    .option('--company <id>', 'company of a company key', positiveId)
     .requiredOption('--name <name>', 'a name for the key (reported as apiKeyName)')
-    .option('--user <id>', 'user owning the key (created_by of its bulk sends)', positiveInt)
+    .option('--user <id>', 'user owning the key (created_by of its bulk sends)', positiveId)
     .option('--expires <iso>', 'expiry, ISO 8601 (default: never)')
     .option('--global', 'a global (cross-company) key: no --company')
     .action((opts: { company?: number; name: string; user?: number; expires?: string; global?: boolean }) =>
@@ -53,7 +53,7 @@ export function registerKeyCommands(program: Command): void {
   keys
     .command('list')
     .description('key ids, names and status (never a key)')
-    .option('--company <id>', 'only this company', positiveInt)
+    .option('--company <id>', 'only this company', positiveId)
     .option('--json', 'one JSON object per line')
     .action((opts: { company?: number; json?: boolean }) =>
       keysAction(async (s) => {

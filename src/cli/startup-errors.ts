@@ -178,14 +178,15 @@ export function reportStartupFailure(err: unknown, debug: boolean, write: (text:
 }
 
 /**
- * What a one-shot command prints when it fails: a configuration error or a mistake in its arguments or input as
- * its message, a failed start (database, data folder, event store) as the start-up line with its fix; anything else is a fault
+ * What a one-shot command prints when it fails: a mistake in its arguments or input as its message, an invalid
+ * configuration or a failed start (database, data folder, event store) as the start-up line with its fix, as `serve`; anything else is a fault
  * of the service and keeps its stack trace. With `debug`, every failure is followed by the whole error.
  */
 export function cliFailureText(err: unknown, debug: boolean): string {
   const details = debug ? `\n${inspect(err, { depth: 6 })}` : '';
-  if (err instanceof ConfigError) return `${err.message}${details}`;
   if (err instanceof CliUsageError) return `switchboard: ${err.message}${details}`;
-  if (err instanceof StartupStepError || err instanceof EventStoreUnreachableError) return `${startupFailureLine(classifyStartupError(err))}${details}`;
+  if (err instanceof ConfigError || err instanceof StartupStepError || err instanceof EventStoreUnreachableError) {
+    return `${startupFailureLine(classifyStartupError(err))}${details}`;
+  }
   return `switchboard: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
 }

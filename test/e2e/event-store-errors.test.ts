@@ -10,7 +10,7 @@ import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT,
 
 const SECRETS = { ANONYMIZATION_SECRET: 'event-store-errors-anon', API_KEY_PEPPER: 'event-store-errors-pepper' };
 const MALFORMED = { EVENT_STORE: 'esdb', EVENTSTORE_URL: 'localhost:2113' };
-/** the configuration error (a one-shot command prints it alone; `serve` and `worker` add the start-up line's fix) */
+/** the configuration error (every command prints it in the start-up line, with its fix) */
 const CONFIG_LINE =
   'invalid configuration: EVENTSTORE_URL: not an EventStoreDB connection string (at position 0, expected esdb:// or esdb+discover://); '
   + 'the form is esdb://host:2113?tls=false';
@@ -64,7 +64,7 @@ d('event store errors: one line naming the cause and the fix (built CLI)', () =>
     });
 
     it.each([[['projections', 'status']], [['events', 'export']]])('%j: the same, as a one-shot command', (args) => {
-      expectOneLine(run(args, { ...base, ...MALFORMED }), CONFIG_LINE);
+      expectOneLine(run(args, { ...base, ...MALFORMED }), `switchboard: cannot start: ${CONFIG_LINE}; correct those environment variables and start again`);
     });
   });
 

@@ -77,7 +77,11 @@ describe('export limits configuration', () => {
     expect(loadConfig({ EXPORT_MAX_CONCURRENT: '10', EXPORT_MAX_PER_KEY: '3' }).export).toEqual({ maxConcurrent: 10, maxPerKey: 3 });
   });
 
-  it.each(['0', '-1', '1.5', 'abc', ''])('refuses %j: a positive integer is required', (value) => {
+  it('a blank value is the default, as every variable (README)', () => {
+    expect(loadConfig({ EXPORT_MAX_CONCURRENT: '', EXPORT_MAX_PER_KEY: ' ' }).export).toEqual({ maxConcurrent: 4, maxPerKey: 2 });
+  });
+
+  it.each(['0', '-1', '1.5', 'abc'])('refuses %j: a positive integer is required', (value) => {
     expect(() => loadConfig({ EXPORT_MAX_CONCURRENT: value })).toThrow(ConfigError);
     expect(() => loadConfig({ EXPORT_MAX_CONCURRENT: value })).toThrow(/EXPORT_MAX_CONCURRENT/);
     expect(() => loadConfig({ EXPORT_MAX_PER_KEY: value })).toThrow(/EXPORT_MAX_PER_KEY/);

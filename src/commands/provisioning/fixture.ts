@@ -1,15 +1,20 @@
 import { z } from 'zod';
 import { FIELD_TYPES, MESSAGING_TIERS, TEMPLATE_STATUSES, VARIABLE_TYPES } from '../../events/provisioning';
 import { scopeOfKey } from '../../shared/api-key';
+import { hasUnstorableText, isStorableInstant } from '../../shared/storable';
 
 // The provisioning fixture (`shared/contracts/fixture.md`): its zod schema (strict objects: an unknown field is
 // an error) and the cross-reference checks zod cannot express (ids, dangling references, one default list).
 // `validateFixture` returns every problem at once, each naming its JSON path.
 
-const id = z.number().int().min(1);
+// What the read models can hold: ids are Postgres `integer`s, and Postgres has no year 0 (a value it cannot store
+// would be appended and then stop the projection that applies it).
+const id = z.number().int().min(1).max(2_147_483_647);
 const time = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d:[0-5]\d$/, 'must be a time of day HH:MM:SS');
-const date = z.iso.date('must be a date YYYY-MM-DD');
-const dateTime = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a zone (e.g. 2026-01-10T12:00:00Z)' });
+const date = z.iso.date('must be a date YYYY-MM-DD').refine((d) => d >= '0001-01-01', 'must be a date from 0001-01-01 on');
+const dateTime = z.iso
+  .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a zone (e.g. 2026-01-10T12:00:00Z)' })
+  .refine((t) => isStorableInstant(Date.parse(t)), 'must be an instant from year 0001 to 9999 (UTC)');
 const timezone = z.string().refine(isIanaZone, 'must be an IANA time zone name (e.g. America/Argentina/Buenos_Aires)');
 const nonBlank = z.string().trim().min(1, 'must not be empty');
 
@@ -227,8 +232,29 @@ export function validateFixture(document: unknown, prefix: string): ValidationRe
     }
     return { ok: false, issues };
   }
-  const issues = checkReferences(parsed.data, prefix);
+  const issues = [...unstorableText(parsed.data), ...checkReferences(parsed.data, prefix)];
   return issues.length ? { ok: false, issues } : { ok: true, fixture: parsed.data };
+}
+
+/** Every string (or object key) Postgres cannot store (U+0000, an unpaired surrogate), by path; iterative. */
+function unstorableText(document: unknown): FixtureIssue[] {
+  const issues: FixtureIssue[] = [];
+  const stack: Array<{ value: unknown; path: Path }> = [{ value: document, path: [] }];
+  const add = (path: Path) => issues.push({ path: formatPath(path), message: 'text must not contain NUL (\\u0000) characters or unpaired surrogates' });
+  while (stack.length > 0) {
+    const { value, path } = stack.pop()!;
+    if (typeof value === 'string') {
+      if (hasUnstorableText(value)) add(path);
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => stack.push({ value: item, path: [...path, i] }));
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, item] of Object.entries(value)) {
+        if (hasUnstorableText(key)) add([...path, key]);
+        else stack.push({ value: item, path: [...path, key] });
+      }
+    }
+  }
+  return issues.reverse();
 }
 
 const toSeg = (s: PropertyKey): string | number => (typeof s === 'number' ? s : String(s));

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
 import { type ApiKeyRecord, listApiKeys } from '../../projections/apikeys/projection';
 import { companyExists, getCompanyUser } from '../../projections/business/queries';
 import type { Services } from '../../services';
@@ -39,7 +40,8 @@ export async function issueApiKey(services: Services, input: IssueKeyInput, ctx:
   let expiresAt: string | null = null;
   if (input.expiresAt !== undefined) {
     const t = Date.parse(input.expiresAt);
-    if (Number.isNaN(t) || !/^\d{4}-\d{2}-\d{2}/.test(input.expiresAt)) throw new DomainError('INVALID_KEY', `--expires must be an ISO 8601 date-time, got ${JSON.stringify(input.expiresAt)}`);
+    // Date.parse rolls an impossible day over (2099-02-30 is 2 March): the date must be one of the calendar
+    if (Number.isNaN(t) || !z.iso.date().safeParse(input.expiresAt.slice(0, 10)).success) throw new DomainError('INVALID_KEY', `--expires must be an ISO 8601 date-time, got ${JSON.stringify(input.expiresAt)}`);
     if (t <= services.now().getTime()) throw new DomainError('INVALID_KEY', `--expires ${input.expiresAt} is not in the future`);
     expiresAt = new Date(t).toISOString();
   }

@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
+import { domainToUnicode } from 'node:url';
 import ipaddr from 'ipaddr.js';
 
 // Addresses a webhook must never reach unless the operator allows it (WEBHOOKS_ALLOW_PRIVATE_URLS): everything
@@ -41,6 +42,16 @@ const bare = (host: string) => host.replace(/^\[|\]$/g, '');
 const isLocalhostName = (host: string) => /(^|\.)localhost\.?$/i.test(host);
 
 /**
+ * A host with an `xn--` label that is not valid punycode (`xn--`, `xn--a`): Node 20's URL parser refuses it, Node 22
+ * and later keep it as written (a name no DNS can hold), so it is refused here on every runtime alike.
+ */
+function hasUndecodableIdnLabel(hostname: string): boolean {
+  if (!/(^|\.)xn--/i.test(hostname)) return false;
+  const decoded = domainToUnicode(hostname);
+  return decoded === '' || /(^|\.)xn--/i.test(decoded);
+}
+
+/**
  * Why a URL may not be registered, or null. Checks the scheme and a literal or `localhost` host; names are
  * checked again on every connection (the guarded lookup), so a DNS answer that changes later is caught there.
  */
@@ -51,6 +62,7 @@ export function urlRefusal(raw: string, options: { allowHttp: boolean; allowPriv
   } catch {
     return 'url must be an absolute URL';
   }
+  if (hasUndecodableIdnLabel(url.hostname)) return 'url must be an absolute URL';
   if (url.protocol !== 'https:' && !(options.allowHttp && url.protocol === 'http:')) return 'url must use https';
   if (url.username || url.password) return 'url must not carry credentials';
   if (url.port === '0') return 'url must not use port 0';

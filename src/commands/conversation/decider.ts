@@ -128,7 +128,12 @@ function deletedEvent(m: MessageToRecord): ConversationEvent {
  * event type always give the same id, so a redelivered record is recognised by the store, never duplicated.
  */
 export function conversationEventId(companyId: number, conversationId: string, messageId: string, type: string): string {
-  const h = createHash('sha256').update(`switchboard:conversation:${companyId}:${conversationId}:${messageId}:${type}`).digest();
+  // Joined with `:`, conversation "a:b" + message "c" and conversation "a" + message "b:c" would share an id (the
+  // second append then failed for ever). Ids without a colon keep the name they always had.
+  const name = conversationId.includes(':') || messageId.includes(':')
+    ? `switchboard:conversation:json:${JSON.stringify([companyId, conversationId, messageId, type])}`
+    : `switchboard:conversation:${companyId}:${conversationId}:${messageId}:${type}`;
+  const h = createHash('sha256').update(name).digest();
   h[6] = (h[6] & 0x0f) | 0x50; // version 5 (name-based)
   h[8] = (h[8] & 0x3f) | 0x80; // RFC 4122 variant
   const x = h.subarray(0, 16).toString('hex');

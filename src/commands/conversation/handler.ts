@@ -43,6 +43,8 @@ export interface RecorderOptions {
   maxCachedStreams?: number;
   /** retries of a stream after a concurrent append (default 10) */
   maxConflictRetries?: number;
+  /** message ids this recorder recorded, remembered with their conversation (default 20,000: about 3 MB) */
+  maxRememberedIds?: number;
 }
 
 const PATIENT_REFRESH_MS = 1000;
@@ -58,10 +60,8 @@ interface StreamEntry {
 interface RecordingBatch {
   messages: readonly MessageToRecord[];
   directories: Map<number, CompanyDirectory>;
-  /** conversations the messages' ids were recorded in before this batch */
+  /** conversations the messages' ids were recorded in before this batch (read model) */
   elsewhere: Map<string, string>;
-  /** conversations the messages' ids are recorded in by this batch */
-  seenInBatch: Map<string, string>;
   outcomes: RecordOutcome[];
   ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>;
 }
@@ -82,6 +82,12 @@ export class ConversationRecorder {
   private readonly cache = new Map<string, StreamEntry>();
   private readonly maxCached: number;
   private readonly maxRetries: number;
+  private readonly maxRemembered: number;
+  /**
+   * (company, message id) -> conversation, of the messages this recorder recorded or found recorded lately: the
+   * read model the other-conversation check reads lags behind (and is not applied at all while the CLI imports).
+   */
+  private readonly remembered = new Map<string, string>();
   private lastPatientRefresh = 0;
 
   constructor(
@@ -90,6 +96,7 @@ export class ConversationRecorder {
   ) {
     this.maxCached = options.maxCachedStreams ?? 1000;
     this.maxRetries = options.maxConflictRetries ?? 10;
+    this.maxRemembered = options.maxRememberedIds ?? 20_000;
   }
 
   async record(messages: readonly MessageToRecord[], ctx: Omit<CommandContext, 'companyId' | 'eventIdFor'>): Promise<RecordResult> {
@@ -100,21 +107,14 @@ export class ConversationRecorder {
     let directories = await loadCompanyDirectories(this.deps.pool, companyIds);
     if (messages.some((m) => namesUnknown(m, directories.get(m.companyId)!))) directories = await this.refreshDirectories(messages, companyIds);
     const elsewhere = await findRecordedConversations(this.deps.pool, messages);
-    const seenInBatch = new Map<string, string>();
 
-    const groups = new Map<string, number[]>();
-    for (let i = 0; i < messages.length; i++) {
-      const sid = conversationStreamId(messages[i].companyId, messages[i].conversationId);
-      const g = groups.get(sid);
-      if (g) g.push(i);
-      else groups.set(sid, [i]);
-    }
-
-    const batch: RecordingBatch = { messages, directories, elsewhere, seenInBatch, outcomes, ctx };
+    const batch: RecordingBatch = { messages, directories, elsewhere, outcomes, ctx };
     let position: Position | undefined;
-    for (const [streamId, indexes] of groups) {
-      const p = await this.recordStream(streamId, indexes, batch);
-      if (p !== undefined) position = p;
+    for (const run of runsInLineOrder(messages)) {
+      for (const [streamId, indexes] of groupByStream(messages, run)) {
+        const p = await this.recordStream(streamId, indexes, batch);
+        if (p !== undefined) position = p;
+      }
     }
     return { outcomes, position };
   }
@@ -140,7 +140,7 @@ export class ConversationRecorder {
   }
 
   private async recordStream(streamId: string, indexes: number[], batch: RecordingBatch): Promise<Position | undefined> {
-    const { messages, directories, elsewhere, seenInBatch, outcomes, ctx } = batch;
+    const { messages, directories, elsewhere, outcomes, ctx } = batch;
     for (let attempt = 0; ; attempt++) {
       const entry = await this.take(streamId);
       const events: EventToAppend[] = [];
@@ -156,7 +156,7 @@ export class ConversationRecorder {
               data: {
                 message,
                 directory: directories.get(message.companyId)!,
-                recordedInConversation: elsewhere.get(key) ?? seenInBatch.get(key) ?? null,
+                recordedInConversation: elsewhere.get(key) ?? this.remembered.get(key) ?? null,
               },
             },
             entry.state,
@@ -181,7 +181,7 @@ export class ConversationRecorder {
       }
       if (events.length === 0) {
         this.put(streamId, entry);
-        this.settle(indexes, local, outcomes, messages, seenInBatch);
+        this.settle(indexes, local, outcomes, messages);
         return undefined;
       }
       try {
@@ -191,7 +191,7 @@ export class ConversationRecorder {
         this.put(streamId, entry);
         // every id already stored (a stale state met a redelivery): nothing changed
         const final = result.alreadyAppended ? local.map((o) => (o.status === 'rejected' ? o : ({ status: 'unchanged' } as const))) : local;
-        this.settle(indexes, final, outcomes, messages, seenInBatch);
+        this.settle(indexes, final, outcomes, messages);
         return result.position;
       } catch (err) {
         // the entry was taken out of the cache: the next attempt folds the stream afresh
@@ -207,9 +207,9 @@ export class ConversationRecorder {
    * on its own, so the one that can never be recorded is rejected and the others around it are still recorded.
    */
   private async recordOneByOne(streamId: string, indexes: number[], batch: RecordingBatch, refusal: InvalidEventError): Promise<Position | undefined> {
-    const { messages, seenInBatch, outcomes } = batch;
+    const { messages, outcomes } = batch;
     if (indexes.length === 1) {
-      this.settle(indexes, [{ status: 'rejected', code: 'INVALID_EVENT', reason: refusal.message }], outcomes, messages, seenInBatch);
+      this.settle(indexes, [{ status: 'rejected', code: 'INVALID_EVENT', reason: refusal.message }], outcomes, messages);
       return undefined;
     }
     let position: Position | undefined;
@@ -220,20 +220,17 @@ export class ConversationRecorder {
     return position;
   }
 
-  private settle(
-    indexes: number[],
-    local: RecordOutcome[],
-    outcomes: RecordOutcome[],
-    messages: readonly MessageToRecord[],
-    seenInBatch: Map<string, string>,
-  ): void {
+  private settle(indexes: number[], local: RecordOutcome[], outcomes: RecordOutcome[], messages: readonly MessageToRecord[]): void {
     indexes.forEach((i, n) => {
       outcomes[i] = local[n];
-      if (local[n].status !== 'rejected') {
-        const key = messageKey(messages[i].companyId, messages[i].messageId);
-        if (!seenInBatch.has(key)) seenInBatch.set(key, messages[i].conversationId);
-      }
+      if (local[n].status !== 'rejected') this.remember(messageKey(messages[i].companyId, messages[i].messageId), messages[i].conversationId);
     });
+  }
+
+  private remember(key: string, conversationId: string): void {
+    this.remembered.delete(key);
+    this.remembered.set(key, conversationId);
+    while (this.remembered.size > this.maxRemembered) this.remembered.delete(this.remembered.keys().next().value as string);
   }
 
   /** The stream's folded state, brought up to date; owned by the caller until `put` back. */
@@ -250,6 +247,41 @@ export class ConversationRecorder {
     this.cache.set(streamId, entry);
     while (this.cache.size > this.maxCached) this.cache.delete(this.cache.keys().next().value as string);
   }
+}
+
+/**
+ * The batch cut into runs, in line order, so that no run has one message id of a company in two conversations.
+ * A run is decided stream by stream; between runs the earlier lines are settled, so the first line with an id is
+ * the one recorded and a later one in another conversation is the duplicate, as when records come one by one.
+ */
+function runsInLineOrder(messages: readonly MessageToRecord[]): number[][] {
+  const runs: number[][] = [];
+  let run: number[] = [];
+  let conversations = new Map<string, string>();
+  messages.forEach((m, i) => {
+    const key = messageKey(m.companyId, m.messageId);
+    const seen = conversations.get(key);
+    if (seen !== undefined && seen !== m.conversationId) {
+      runs.push(run);
+      run = [];
+      conversations = new Map();
+    }
+    conversations.set(key, m.conversationId);
+    run.push(i);
+  });
+  if (run.length > 0) runs.push(run);
+  return runs;
+}
+
+function groupByStream(messages: readonly MessageToRecord[], indexes: readonly number[]): Map<string, number[]> {
+  const groups = new Map<string, number[]>();
+  for (const i of indexes) {
+    const sid = conversationStreamId(messages[i].companyId, messages[i].conversationId);
+    const g = groups.get(sid);
+    if (g) g.push(i);
+    else groups.set(sid, [i]);
+  }
+  return groups;
 }
 
 function namesUnknown(m: MessageToRecord, d: CompanyDirectory): boolean {

@@ -10,6 +10,8 @@ import type { MessageToRecord } from './decider';
 
 const int32 = z.number().int().min(1).max(2_147_483_647);
 const nullableText = z.string().nullable().optional().transform((v) => v ?? null);
+/** An id as the platform wrote it (never trimmed: `" m1"` is not `"m1"`, and replies name it as written). */
+const platformId = z.string().max(512).refine((v) => v.trim() !== '', 'is missing');
 
 const author = z.discriminatedUnion('type', [
   z.object({ type: z.literal('contact'), contactId: int32 }),
@@ -19,9 +21,9 @@ const author = z.discriminatedUnion('type', [
 ], { error: (issue) => (issue.code === 'invalid_union' ? 'must be one of contact, agent, human_operator, system' : undefined) });
 
 export const messageRecordSchema = z.object({
-  id: z.string().trim().min(1, 'is missing').max(512),
+  id: platformId,
   companyId: int32,
-  conversationId: z.string().trim().min(1, 'is missing').max(512),
+  conversationId: platformId,
   occurredAt: z.string({ error: 'must be an ISO 8601 date-time with a time zone' })
     .transform((v, ctx) => {
       const at = parseIsoInstant(v, { zone: 'required' });

@@ -172,14 +172,15 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     const limit = Math.min(page_size, MAX_PAGE_SIZE);
     const { count, olderFollow, newerFollow, rows } = await listDeliveryAttempts(services.pool, request.params.id, { limit, offset: (page - 1) * limit, before, after });
     // keyset both ways, from this page's last and first attempts (as cheap at any depth, and no repeats or gaps while
-    // new attempts arrive); a page past the end goes back by page number
+    // new attempts arrive); a page past the end goes back by page number, to the last page (none when nothing is logged)
     const first = rows[0];
     const last = rows[rows.length - 1];
-    const newer = newerFollow ?? page > 1;
+    const newer = newerFollow ?? (page > 1 && (first !== undefined || count > 0));
+    const back = first ? page - 1 : Math.min(page - 1, Math.ceil(count / limit));
     return {
       count,
       next: olderFollow && (last || after) ? linkWith(request, { page: String(page + 1), before: String(last ? last.attemptId : after! + 1), after: null }) : null,
-      previous: !newer ? null : linkWith(request, { page: pageParam(Math.max(1, page - 1)), before: null, after: first ? String(first.attemptId) : null }),
+      previous: !newer ? null : linkWith(request, { page: pageParam(Math.max(1, back)), before: null, after: first ? String(first.attemptId) : null }),
       results: rows.map((a) => ({
         id: a.attemptId, delivery_id: a.deliveryId, webhook_id: a.webhookId, event_type: a.eventType, attempted_at: a.attemptedAt.toISOString(),
         status_code: a.statusCode, latency_ms: a.latencyMs, error: a.error, next_retry_at: a.nextRetryAt?.toISOString() ?? null, delivery_status: a.deliveryStatus,

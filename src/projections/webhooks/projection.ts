@@ -77,6 +77,7 @@ export const webhooksProjection: Projection = {
             WHERE endpoint_id = $1 AND secret <> $2`,
           [e.data.endpointId, e.data.secret, e.data.previousSecretValidUntil, at, OLDER_SECRETS_KEPT],
         );
+        await signalEndpointChanged(tx, e.data.endpointId); // what waits in a lane was signed for the secrets before
         return;
       case 'WebhookEndpointDeleted':
         await tx.query('DELETE FROM endpoints WHERE endpoint_id = $1', [e.data.endpointId]);

@@ -81,6 +81,7 @@ const configSchema = z
     WEBHOOKS_ALLOW_PRIVATE_URLS: z.enum(['true', 'false']).default('false'),
     WEBHOOKS_ALLOW_HTTP: z.enum(['true', 'false']).default('false'),
     WEBHOOKS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(30),
+    WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: z.coerce.number().int().min(1).max(100_000).default(100),
     WEBHOOKS_PROXY_URL: optional.refine((v) => v === undefined || isProxyUrl(v), 'not an http:// or https:// proxy URL (http://egress-proxy.internal:4750)'),
   })
   .superRefine((c, ctx) => {
@@ -136,7 +137,7 @@ export interface Config {
    * client webhook endpoints (docs/webhooks.md): operator escapes for private addresses and plain http; how many days
    * attempts and finished deliveries are kept; the egress proxy every webhook request goes through, if any
    */
-  webhooks: { allowPrivateUrls: boolean; allowHttp: boolean; retentionDays: number; proxyUrl?: string };
+  webhooks: { allowPrivateUrls: boolean; allowHttp: boolean; retentionDays: number; maxEndpointsPerCompany: number; proxyUrl?: string };
 }
 
 /** postgres:// or postgresql://, including libpq's Unix-socket form (no host, `?host=/socket/dir`). */
@@ -196,6 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       allowPrivateUrls: c.WEBHOOKS_ALLOW_PRIVATE_URLS === 'true',
       allowHttp: c.WEBHOOKS_ALLOW_HTTP === 'true',
       retentionDays: c.WEBHOOKS_RETENTION_DAYS,
+      maxEndpointsPerCompany: c.WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY,
       ...(c.WEBHOOKS_PROXY_URL === undefined ? {} : { proxyUrl: c.WEBHOOKS_PROXY_URL }),
     },
   };

@@ -2,6 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Services } from '../services';
 import { answeredOk, WebhookHttpClient } from '../adapters/webhooks/http-client';
 import { secretBox } from '../commands/webhook-endpoint/secrets';
+import { webhookEndpointDepsOf } from '../commands/webhook-endpoint/handler';
 import { type ClaimedDelivery, claimDueDeliveries, type LeasedDelivery, releaseDeliveries } from '../projections/webhooks/deliveries';
 import { endpointsById, type SendingEndpoint, signingSecrets } from '../projections/webhooks/queries';
 import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder';
@@ -96,7 +97,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     batchSize,
     schedule: options.schedule ?? RETRY_SCHEDULE_MS,
     random: options.random,
-    deps: { store: services.store, waiter: services.runner, box, now: services.now },
+    deps: webhookEndpointDepsOf(services),
     inFlight: () => lanes.inFlight,
     onDisabled: (endpointId) => void lanes.takeWaiting(endpointId),
     onRecorded: () => wake(), // room freed

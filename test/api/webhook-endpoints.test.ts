@@ -1,5 +1,5 @@
 import { seedFixture } from '../../src/commands/provisioning/seed';
-import { createWebhookEndpoint, deleteWebhookEndpoint, keyedEndpointId, rotateWebhookSecret } from '../../src/commands/webhook-endpoint/handler';
+import { createWebhookEndpoint, deleteWebhookEndpoint, keyedEndpointId, rotateWebhookSecret, webhookEndpointDepsOf } from '../../src/commands/webhook-endpoint/handler';
 import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
 import { createTestApp, TEST_PEPPER } from '../support/services';
 import { OTHER, SHOP, sendsFixture } from '../support/sends';
@@ -247,7 +247,7 @@ describe('webhook endpoints API', () => {
   });
 
   it('a keyed creation run again after a crash (endpoint stored, answer never recorded) answers that endpoint and its secret', async () => {
-    const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(TEST_PEPPER), now: () => NOW };
+    const deps = { ...webhookEndpointDepsOf(t.services), box: secretBox(TEST_PEPPER), now: () => NOW };
     const who = { actor: 'test', companyId: SHOP.companyId };
     const input = { url: 'https://hooks.example/crash', eventTypes: ['message.read' as const], description: null };
     const firstRun = await createWebhookEndpoint(deps, who, input, 'ep-crash-1');
@@ -263,7 +263,7 @@ describe('webhook endpoints API', () => {
 
   it("after the key expired (24 h) the same key registers a new endpoint (the key's next use), even once the earlier one was deleted", async () => {
     let now = NOW;
-    const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(TEST_PEPPER), now: () => now };
+    const deps = { ...webhookEndpointDepsOf(t.services), box: secretBox(TEST_PEPPER), now: () => now };
     const who = { actor: 'test', companyId: SHOP.companyId };
     const input = (url: string) => ({ url, eventTypes: ['message.read' as const], description: null });
     const first = await createWebhookEndpoint(deps, who, input('https://hooks.example/day-1'), 'ep-daily');
@@ -285,7 +285,7 @@ describe('webhook endpoints API', () => {
   it('a keyed rotation run again after a crash (rotated, answer never recorded) answers its secret and does not rotate twice; a new key or 24 h later rotates', async () => {
     const ep = await create();
     let now = NOW;
-    const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(TEST_PEPPER), now: () => now };
+    const deps = { ...webhookEndpointDepsOf(t.services), box: secretBox(TEST_PEPPER), now: () => now };
     const who = { actor: 'test', companyId: SHOP.companyId };
     const rotations = async () => (await t.services.store.readStream(`webhookendpoint-${ep.id}`)).filter((e) => e.type === 'WebhookEndpointSecretRotated').length;
     const first = await rotateWebhookSecret(deps, who, ep.id, 'rot-crash-1');
@@ -312,13 +312,13 @@ describe('webhook endpoints API', () => {
           const events = await t.services.store.readStream(id);
           if (race && id === stream) {
             race = false;
-            await rotateWebhookSecret({ store: t.services.store, waiter: t.services.runner, box, now: () => NOW }, who, ep.id);
+            await rotateWebhookSecret({ ...webhookEndpointDepsOf(t.services), box, now: () => NOW }, who, ep.id);
           }
           return events;
         },
       },
     }) as typeof t.services.store;
-    const deps = { store, waiter: t.services.runner, box, now: () => NOW };
+    const deps = { ...webhookEndpointDepsOf(t.services), store, box, now: () => NOW };
     const first = await rotateWebhookSecret(deps, who, ep.id, 'rot-race-1');
     expect(race).toBe(false);
     const rotations = async () => (await t.services.store.readStream(stream)).filter((e) => e.type === 'WebhookEndpointSecretRotated');

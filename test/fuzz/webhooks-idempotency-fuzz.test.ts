@@ -305,8 +305,8 @@ describe('fuzz: webhook endpoints and Idempotency-Key never answer a 5xx, a wron
 
   beforeAll(async () => {
     // the DEFAULT rules (private addresses and plain http refused), spelled out so a changed default cannot widen them
-    t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'false', WEBHOOKS_ALLOW_HTTP: 'false' } });
-    expect(t.services.config.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false, retentionDays: 30 });
+    t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'false', WEBHOOKS_ALLOW_HTTP: 'false', WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: '100000' } });
+    expect(t.services.config.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false, retentionDays: 30, maxEndpointsPerCompany: 100000 });
     const doc = exampleFixture({ keepContacts: true });
     doc.companies.push(secondCompany());
     await seedFixture(t.services, doc, { actor: 'test' });

@@ -2,8 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Resolver } from '../../src/adapters/webhooks/address-guard';
 import { WebhookHttpClient } from '../../src/adapters/webhooks/http-client';
-import { disableFailingEndpoint } from '../../src/commands/webhook-endpoint/handler';
-import { secretBox } from '../../src/commands/webhook-endpoint/secrets';
+import { disableFailingEndpoint, webhookEndpointDepsOf } from '../../src/commands/webhook-endpoint/handler';
 import { CLAIM_DUE_DELIVERIES_SQL, CLAIM_DUE_PLAN_SETTING, claimDueDeliveries, setDeliveriesAside } from '../../src/projections/webhooks/deliveries';
 import { answerError } from '../../src/workers/webhook-attempt-recorder';
 import { FAILING_DISABLE_AFTER_MS } from '../../src/workers/webhook-schedule';
@@ -265,7 +264,7 @@ describe('webhook sender', () => {
 
   it('an endpoint disabled for failing and enabled again starts a new failure streak: one failed answer does not disable it again', async () => {
     const ep = await register('/re-enabled');
-    const deps = { store: t.services.store, waiter: t.services.runner, box: secretBox(t.services.secrets.apiKeyPepper), now: t.services.now };
+    const deps = webhookEndpointDepsOf(t.services);
     await queue(ep.id, 2, 're-enabled');
     // failing for 6 days, then disabled by the recorder's rule, its deliveries set aside
     await t.db.pool.query(

@@ -26,7 +26,7 @@ describe('config', () => {
     expect(c.provider.sandboxDelivery).toBe('auto');
     expect(c.apiKeyPrefix).toBe('sbk');
     expect(c.logLevel).toBe('info');
-    expect(c.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false, retentionDays: 30 });
+    expect(c.webhooks).toEqual({ allowPrivateUrls: false, allowHttp: false, retentionDays: 30, maxEndpointsPerCompany: 100 });
     expect(c.worker).toEqual({ opsPort: undefined });
   });
 
@@ -50,6 +50,8 @@ describe('config', () => {
     expect(() => loadConfig({ SANDBOX_DELIVERY: 'sometimes' })).toThrow(/SANDBOX_DELIVERY/);
     for (const days of ['0', '1.5', 'month', '3651']) expect(() => loadConfig({ WEBHOOKS_RETENTION_DAYS: days })).toThrow(/WEBHOOKS_RETENTION_DAYS/);
     expect(loadConfig({ WEBHOOKS_RETENTION_DAYS: '7' }).webhooks.retentionDays).toBe(7);
+    for (const n of ['0', '2.5', 'many', '100001']) expect(() => loadConfig({ WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: n })).toThrow(/WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY/);
+    expect(loadConfig({ WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: '16' }).webhooks.maxEndpointsPerCompany).toBe(16);
     for (const proxy of ['proxy:3128', 'socks5://proxy:1080', 'ftp://proxy', 'http://']) {
       expect(() => loadConfig({ WEBHOOKS_PROXY_URL: proxy })).toThrow('invalid configuration: WEBHOOKS_PROXY_URL: not an http:// or https:// proxy URL (http://egress-proxy.internal:4750)');
     }

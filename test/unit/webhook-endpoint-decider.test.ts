@@ -21,8 +21,15 @@ describe('webhook endpoint decider', () => {
   const s = spec(webhookEndpointDecider);
 
   it('creates an enabled endpoint with its sealed secret; a repeated create changes nothing', () => {
-    const create: Command = { type: 'CreateEndpoint', endpointId, companyId: 101, url: 'https://hooks.example/in', eventTypes: ['message.delivered'], description: null, secret: 'sealed-1', now };
+    const create: Command = { type: 'CreateEndpoint', endpointId, companyId: 101, url: 'https://hooks.example/in', eventTypes: ['message.delivered'], description: null, secret: 'sealed-1', now, endpointsOfCompany: 0, maxEndpoints: 100 };
     s.given([]).when(create).then([created]);
+    s.given([created]).when(create).then([]);
+  });
+
+  it("refuses a new endpoint at the company's limit, but answers a repeated create at it (a keyed retry)", () => {
+    const create: Command = { type: 'CreateEndpoint', endpointId, companyId: 101, url: 'https://hooks.example/in', eventTypes: ['message.delivered'], description: null, secret: 'sealed-1', now, endpointsOfCompany: 100, maxEndpoints: 100 };
+    s.given([]).when(create).thenThrows('ENDPOINT_LIMIT');
+    s.given([]).when({ ...create, endpointsOfCompany: 99 }).then([created]);
     s.given([created]).when(create).then([]);
   });
 

@@ -7,7 +7,8 @@ export const webhookEndpointStream = (endpointId: string): string => `webhookend
 export const PREVIOUS_SECRET_GRACE_MS = 24 * 60 * 60 * 1000;
 
 export type Command =
-  | { type: 'CreateEndpoint'; endpointId: string; companyId: number; url: string; eventTypes: WebhookEventType[]; description: string | null; secret: string; now: Date }
+  /** `endpointsOfCompany`: the company's endpoints now; `maxEndpoints`: how many it may have (configuration) */
+  | { type: 'CreateEndpoint'; endpointId: string; companyId: number; url: string; eventTypes: WebhookEventType[]; description: string | null; secret: string; now: Date; endpointsOfCompany: number; maxEndpoints: number }
   | { type: 'UpdateEndpoint'; url?: string; eventTypes?: WebhookEventType[]; description?: string | null; enabled?: boolean; now: Date }
   | { type: 'DisableEndpoint'; reason: 'gone' | 'failing'; now: Date }
   /** `rotationsBefore`: the rotations the secret was made for (a keyed rotation's secret depends on it); another count refuses */
@@ -26,7 +27,10 @@ const sameTypes = (a: readonly string[], b: readonly string[]) => a.length === b
 export function decide(command: Command, state: State): WebhookEndpointEvent[] {
   switch (command.type) {
     case 'CreateEndpoint': {
-      if (state.status !== 'none') return []; // a retried create with the same id
+      if (state.status !== 'none') return []; // a retried create with the same id (its answer, even at the limit)
+      if (command.endpointsOfCompany >= command.maxEndpoints) {
+        throw new DomainError('ENDPOINT_LIMIT', `a company may have at most ${command.maxEndpoints} webhook endpoints: delete one it no longer uses first`);
+      }
       const { endpointId, companyId, url, eventTypes, description, secret, now } = command;
       return [{ type: 'WebhookEndpointCreated', data: { endpointId, companyId, url, eventTypes, description, secret, createdAt: now.toISOString() } }];
     }

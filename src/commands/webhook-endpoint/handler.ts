@@ -6,14 +6,26 @@ import { executeCommand, type ReadModelWaiter } from '../handle';
 import { deterministicUuid } from '../send/ids';
 import { type Command, PREVIOUS_SECRET_GRACE_MS, webhookEndpointDecider, webhookEndpointStream } from './decider';
 import { isFromAnEarlierUse, KEY_TTL_MS, keyedIdSeed } from '../../shared/idempotency-key';
-import { generateWebhookSecret, type SecretBox } from './secrets';
+import { generateWebhookSecret, type SecretBox, secretBox } from './secrets';
+import { countWebhookEndpoints } from '../../projections/webhooks/queries';
+import type { Services } from '../../services';
 
 export interface WebhookEndpointDeps {
   store: EventStore;
   waiter: ReadModelWaiter;
   box: SecretBox;
   now: () => Date;
+  /** the company's endpoints (read model); creations racing each other may pass the limit by their number */
+  endpointsOfCompany(companyId: number): Promise<number>;
+  maxEndpointsPerCompany: number;
 }
+
+/** The dependencies as the service wires them (the routes and the sender). */
+export const webhookEndpointDepsOf = (services: Services): WebhookEndpointDeps => ({
+  store: services.store, waiter: services.runner, box: secretBox(services.secrets.apiKeyPepper), now: services.now,
+  endpointsOfCompany: (companyId) => countWebhookEndpoints(services.pool, companyId),
+  maxEndpointsPerCompany: services.config.webhooks.maxEndpointsPerCompany,
+});
 
 type Actor = { actor: string; companyId: number };
 
@@ -38,9 +50,11 @@ export async function createWebhookEndpoint(
 ): Promise<{ endpointId: string; secret: string }> {
   const secret = generateWebhookSecret();
   const sealedSecret = deps.box.seal(secret);
+  const limit = { endpointsOfCompany: await deps.endpointsOfCompany(who.companyId), maxEndpoints: deps.maxEndpointsPerCompany };
   for (let use = 0; ; use++) {
     const endpointId = idempotencyKey === undefined ? randomUUID() : keyedEndpointId(who.companyId, idempotencyKey, use);
-    const result = await run(deps, endpointId, { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: sealedSecret, now: deps.now() }, who);
+    const command: Command = { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: sealedSecret, now: deps.now(), ...limit };
+    const result = await run(deps, endpointId, command, who);
     if (result.events.length > 0) return { endpointId, secret };
     const stored = await deps.store.readStream(webhookEndpointStream(endpointId));
     const created = stored.find((e) => e.type === 'WebhookEndpointCreated')?.data as { createdAt: string } | undefined;

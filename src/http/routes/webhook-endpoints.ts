@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import {
-  createWebhookEndpoint, deleteWebhookEndpoint, rotateWebhookSecret, updateWebhookEndpoint, type WebhookEndpointDeps,
+  createWebhookEndpoint, deleteWebhookEndpoint, rotateWebhookSecret, updateWebhookEndpoint, type WebhookEndpointDeps, webhookEndpointDepsOf,
 } from '../../commands/webhook-endpoint/handler';
 import { webhookBody, webhookIdOf } from '../../commands/webhook-endpoint/payload';
 import { secretBox } from '../../commands/webhook-endpoint/secrets';
@@ -18,7 +18,8 @@ import {
 import { findWebhookEndpoint, listWebhookEndpoints, type WebhookEndpointRow } from '../../projections/webhooks/queries';
 import type { Services } from '../../services';
 import { requireCompany } from '../auth';
-import { badRequest, notFound } from '../errors';
+import { badRequest, conflict, notFound } from '../errors';
+import { DomainError } from '../../commands/decider';
 import { linkWith, pageParam } from '../page-links';
 
 const BASE = '/api/v1/webhook-endpoints/';
@@ -77,7 +78,7 @@ const view = (e: WebhookEndpointRow) => ({
 
 export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const deps: WebhookEndpointDeps = { store: services.store, waiter: services.runner, box: secretBox(services.secrets.apiKeyPepper), now: services.now };
+  const deps: WebhookEndpointDeps = webhookEndpointDepsOf(services);
   const urlRules = { allowHttp: services.config.webhooks.allowHttp, allowPrivate: services.config.webhooks.allowPrivateUrls };
   const checkUrl = (url: string | undefined) => {
     const refusal = url === undefined ? null : urlRefusal(url, urlRules);
@@ -100,13 +101,19 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
 
   r.post(BASE, {
     config: { ...plain, idempotent: true },
-    schema: { tags, summary: 'Register a webhook endpoint (the signing secret is returned only here)', body: createBody, response: { 201: withSecret, 400: errorSchema, 401: errorSchema, 403: errorSchema } },
+    schema: {
+      tags, summary: 'Register a webhook endpoint (the signing secret is returned only here)', body: createBody,
+      description: 'A company has at most WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY endpoints (default 100): 409 once it has them.',
+      response: { 201: withSecret, 400: errorSchema, 401: errorSchema, 403: errorSchema, 409: errorSchema },
+    },
     preHandler: auth,
   }, async (request, reply) => {
     checkUrl(request.body.url);
     const { endpointId, secret } = await createWebhookEndpoint(deps, who(request), {
       url: request.body.url, eventTypes: request.body.event_types, description: request.body.description ?? null,
-    }, request.idempotencyKey);
+    }, request.idempotencyKey).catch((err: unknown) => {
+      throw err instanceof DomainError && err.code === 'ENDPOINT_LIMIT' ? conflict(err.message) : err;
+    });
     return reply.status(201).send({ ...view(await endpointOf(request, endpointId)), secret });
   });
 

@@ -46,6 +46,12 @@ export async function listWebhookEndpoints(db: Db, companyId: number): Promise<W
   return rows.map(toRow);
 }
 
+/** How many endpoints the company has (enabled or not). */
+export async function countWebhookEndpoints(db: Db, companyId: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${S}.endpoints WHERE company_id = $1`, [companyId]);
+  return rows[0].n;
+}
+
 export async function findWebhookEndpoint(db: Db, companyId: number, endpointId: string): Promise<WebhookEndpointRow | undefined> {
   const { rows } = await db.query(`SELECT ${COLUMNS} FROM ${S}.endpoints WHERE company_id = $1 AND endpoint_id = $2`, [companyId, endpointId]);
   return rows[0] ? toRow(rows[0]) : undefined;

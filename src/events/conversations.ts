@@ -46,10 +46,16 @@ export const MessageRecorded = defineEvent('MessageRecorded', {
   },
 } as const);
 
-export const MessageDeleted = defineEvent('MessageDeleted', {
+const messageRef = {
   type: 'object', additionalProperties: false, required: ['companyId', 'messageId', 'conversationId'],
   properties: { companyId: { type: 'integer', minimum: 1 }, messageId: { type: 'string' }, conversationId: { type: 'string' } },
-} as const);
+} as const;
 
-export const conversationEvents = [MessageRecorded, MessageDeleted] as const;
+export const MessageDeleted = defineEvent('MessageDeleted', messageRef);
+
+export const MessageRestored = defineEvent('MessageRestored', messageRef, {
+  description: 'A deleted message is not deleted any more (a later record says deleted: false): it is exported again.',
+});
+
+export const conversationEvents = [MessageRecorded, MessageDeleted, MessageRestored] as const;
 export type ConversationEvent = EventOf<(typeof conversationEvents)[number]>;

@@ -99,14 +99,15 @@ describe('import-messages', () => {
     expect(await conversationEvents(ctx)).toEqual({ MessageRecorded: 4, MessageDeleted: 1 });
   });
 
-  it('a record that now says deleted deletes the message; the original again does not bring it back', async () => {
+  it('a record that now says deleted deletes the message; the original again (deleted: false) restores it', async () => {
     const out = io();
     const deleted = await importMessages(ctx.services, file([messageRecord({ companyId: 501, id: 'imp-7', occurredAt: t(7), direction: 'outbound', author: { type: 'agent', agentId: 7 }, deleted: true })]), out);
     expect(deleted).toEqual({ lines: 1, recorded: 1, unchanged: 0, rejected: 0 });
-    const again = await importMessages(ctx.services, file([lines[6]]), io());
-    expect(again).toEqual({ lines: 1, recorded: 0, unchanged: 1, rejected: 0 });
     expect((await rows(ctx, 501)).find((r) => r.message_id === 'imp-7')).toMatchObject({ deleted: true });
-    expect(await conversationEvents(ctx)).toEqual({ MessageRecorded: 4, MessageDeleted: 2 });
+    const again = await importMessages(ctx.services, file([lines[6]]), io());
+    expect(again).toEqual({ lines: 1, recorded: 1, unchanged: 0, rejected: 0 });
+    expect((await rows(ctx, 501)).find((r) => r.message_id === 'imp-7')).toMatchObject({ deleted: false });
+    expect(await conversationEvents(ctx)).toEqual({ MessageRecorded: 4, MessageDeleted: 2, MessageRestored: 1 });
   });
 
   it('a message id already recorded in another conversation of the company is rejected', async () => {

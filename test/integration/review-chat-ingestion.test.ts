@@ -106,7 +106,7 @@ describe('review: chat ingestion, import-messages (no projection runner, as the 
     ]);
   });
 
-  it('refuted: agent as it was, deletion before the original, one id in two companies', async () => {
+  it('refuted: agent as it was, deletion before the original (the original restores it: the latest record decides), one id in two companies', async () => {
     await provisionCompany(ctx.services, { companyId: 705, agents: [{ id: 3, name: 'Sofia', version: '1.0' }] });
     await provisionCompany(ctx.services, { companyId: 706 });
     await catchUpConversations(ctx.services);
@@ -122,12 +122,12 @@ describe('review: chat ingestion, import-messages (no projection runner, as the 
     const summary = await importMessages(ctx.services, file([
       bot('v2-msg', '02'), bot('v1-msg', '01'), { ...bot('gone', '03'), deleted: true }, bot('gone', '03'), later,
     ]), io());
-    expect(summary).toEqual({ lines: 5, recorded: 3, unchanged: 2, rejected: 0 });
+    expect(summary).toEqual({ lines: 5, recorded: 4, unchanged: 1, rejected: 0 });
     const r = await ctx.services.pool.query(
       `SELECT company_id, message_id, agent_version, deleted FROM rm_conversations.messages WHERE company_id IN (705, 706) ORDER BY company_id, message_id`,
     );
     expect(r.rows).toEqual([
-      { company_id: 705, message_id: 'gone', agent_version: '2.0', deleted: true },
+      { company_id: 705, message_id: 'gone', agent_version: '2.0', deleted: false },
       { company_id: 705, message_id: 'v1-msg', agent_version: '1.0', deleted: false },
       { company_id: 705, message_id: 'v2-msg', agent_version: '2.0', deleted: false },
       { company_id: 706, message_id: 'v1-msg', agent_version: null, deleted: false },

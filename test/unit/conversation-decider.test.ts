@@ -4,6 +4,7 @@ import {
   type CompanyDirectoryView,
   type ConversationCommand,
   type MessageToRecord,
+  occurrenceOf,
 } from '../../src/commands/conversation/decider';
 import { parseMessageRecord } from '../../src/commands/conversation/message-input';
 import type { ConversationEvent } from '../../src/events/conversations';
@@ -43,6 +44,10 @@ const deleted = (m: MessageToRecord): ConversationEvent => ({
   type: 'MessageDeleted',
   data: { companyId: m.companyId, messageId: m.messageId, conversationId: m.conversationId },
 });
+const restored = (m: MessageToRecord): ConversationEvent => ({
+  type: 'MessageRestored',
+  data: { companyId: m.companyId, messageId: m.messageId, conversationId: m.conversationId },
+});
 
 describe('conversation decider: RecordMessage', () => {
   const d = spec(conversationDecider);
@@ -67,10 +72,31 @@ describe('conversation decider: RecordMessage', () => {
     d.given([recorded(m)]).when(record(message({ deleted: true }))).then([deleted(m)]);
   });
 
-  it('deletion is final: deleted again, or the original redelivered after the deletion, changes nothing', () => {
+  it('a deleted message deleted again changes nothing', () => {
     const m = message();
     d.given([recorded(m), deleted(m)]).when(record(message({ deleted: true }))).then([]);
-    d.given([recorded(m), deleted(m)]).when(record(message({ deleted: false }))).then([]);
+  });
+
+  it('restores a deleted message when a record says deleted: false (the latest record wins)', () => {
+    const m = message();
+    d.given([recorded(m), deleted(m)]).when(record(message({ deleted: false }))).then([restored(m)]);
+    // also when the record that first created it said deleted: true
+    d.given([recorded(m), deleted(m)]).when(record(message({ deleted: false, content: { type: 'text', text: 'edited', mediaUrl: null, mediaMime: null } })))
+      .then([restored(m)]);
+  });
+
+  it('a restored message restored again changes nothing; deleted again, it is deleted again', () => {
+    const m = message();
+    d.given([recorded(m), deleted(m), restored(m)]).when(record(message({ deleted: false }))).then([]);
+    d.given([recorded(m), deleted(m), restored(m)]).when(record(message({ deleted: true }))).then([deleted(m)]);
+    d.given([recorded(m), deleted(m), restored(m), deleted(m)]).when(record(message({ deleted: false }))).then([restored(m)]);
+  });
+
+  it('a record that restores a message is not validated against the directory again', () => {
+    const m = message({ direction: 'outbound', author: { type: 'agent', agentId: 7 } });
+    d.given([recorded(m), deleted(m)])
+      .when(record(message({ ...m, deleted: false }), { companyKnown: true, agentIds: new Set(), operatorIds: new Set() }))
+      .then([restored(m)]);
   });
 
   it('an already recorded id is a no-op even when the directory changed since', () => {
@@ -128,7 +154,22 @@ describe('conversation event ids', () => {
       conversationEventId(101, 'c-2', 'm-1', 'MessageRecorded'),
       conversationEventId(101, 'c-1', 'm-2', 'MessageRecorded'),
       conversationEventId(101, 'c-1', 'm-1', 'MessageDeleted'),
-    ]).size).toBe(5);
+      conversationEventId(101, 'c-1', 'm-1', 'MessageDeleted', 2),
+      conversationEventId(101, 'c-1', 'm-1', 'MessageRestored'),
+    ]).size).toBe(7);
+    // the first occurrence keeps the id it had before restores existed
+    expect(conversationEventId(101, 'c-1', 'm-1', 'MessageDeleted', 1)).toBe(conversationEventId(101, 'c-1', 'm-1', 'MessageDeleted'));
+    expect(conversationEventId(101, 'c:1', 'm-1', 'MessageDeleted', 2)).not.toBe(conversationEventId(101, 'c:1', 'm-1', 'MessageDeleted'));
+  });
+
+  it('number each deletion and restore of a message: deleted, restored and deleted again is a new event', () => {
+    const m = message();
+    const state = conversationDecider.initialState();
+    const occurrences = [recorded(m), deleted(m), restored(m), deleted(m), restored(m)].map((e) => {
+      conversationDecider.evolve(state, e);
+      return `${e.type}#${occurrenceOf(state, e)}`;
+    });
+    expect(occurrences).toEqual(['MessageRecorded#1', 'MessageDeleted#1', 'MessageRestored#1', 'MessageDeleted#2', 'MessageRestored#2']);
   });
 });
 

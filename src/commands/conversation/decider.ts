@@ -3,7 +3,7 @@ import { type Decider, DomainError } from '../decider';
 import { CHANNELS, CONTENT_TYPES, type ConversationEvent } from '../../events/conversations';
 
 // Aggregate: one conversation of one company, stream `conversation-{companyId}-{conversationId}`.
-// It knows which message ids it has recorded and which of them are deleted.
+// It knows which message ids it has recorded, which of them are deleted, and how often each was deleted and restored.
 
 export const conversationStreamId = (companyId: number, conversationId: string): string =>
   `conversation-${companyId}-${conversationId}`;
@@ -12,7 +12,7 @@ export type MessageRecordedData = Extract<ConversationEvent, { type: 'MessageRec
 
 /** A chat message to record (the contract's record, normalized: E.164 phone, ISO timestamp). */
 export interface MessageToRecord extends MessageRecordedData {
-  /** a deleted message is excluded from the export; deletion is final */
+  /** a deleted message is excluded from the export; a later record with `deleted: false` restores it */
   deleted: boolean;
 }
 
@@ -33,9 +33,15 @@ export type ConversationCommand = {
   };
 };
 
+export interface MessageState {
+  deleted: boolean;
+  /** MessageDeleted / MessageRestored events of this message so far (each one's event id names its occurrence) */
+  deletions: number;
+  restores: number;
+}
+
 export interface ConversationState {
-  /** message id -> deleted */
-  messages: Map<string, { deleted: boolean }>;
+  messages: Map<string, MessageState>;
 }
 
 const CHANNEL_SET: ReadonlySet<string> = new Set(CHANNELS);
@@ -92,15 +98,14 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         const { message } = command.data;
         const known = state.messages.get(message.messageId);
         if (known) {
-          // Idempotent: the same id again is a no-op, unless it now says deleted. Deletion is final: a record
-          // that says not deleted (e.g. the original redelivered after the deletion) changes nothing.
-          if (message.deleted && !known.deleted) return [deletedEvent(message)];
-          return [];
+          // Idempotent: the same id again is a no-op, unless its deletion state changes (the latest record wins)
+          if (message.deleted === known.deleted) return [];
+          return [{ type: message.deleted ? 'MessageDeleted' : 'MessageRestored', data: messageRef(message) }];
         }
         validate(command.data);
         const { deleted: _deleted, ...data } = message;
         const recorded: ConversationEvent = { type: 'MessageRecorded', data };
-        return message.deleted ? [recorded, deletedEvent(message)] : [recorded];
+        return message.deleted ? [recorded, { type: 'MessageDeleted', data: messageRef(message) }] : [recorded];
       }
     }
   },
@@ -110,24 +115,59 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
   evolve(state, event) {
     switch (event.type) {
       case 'MessageRecorded':
-        if (!state.messages.has(event.data.messageId)) state.messages.set(event.data.messageId, { deleted: false });
+        if (!state.messages.has(event.data.messageId)) state.messages.set(event.data.messageId, { deleted: false, deletions: 0, restores: 0 });
         return state;
-      case 'MessageDeleted':
-        state.messages.set(event.data.messageId, { deleted: true });
+      case 'MessageDeleted': {
+        const m = messageIn(state, event.data.messageId);
+        m.deleted = true;
+        m.deletions++;
         return state;
+      }
+      case 'MessageRestored': {
+        const m = messageIn(state, event.data.messageId);
+        m.deleted = false;
+        m.restores++;
+        return state;
+      }
     }
   },
 };
 
-function deletedEvent(m: MessageToRecord): ConversationEvent {
-  return { type: 'MessageDeleted', data: { companyId: m.companyId, messageId: m.messageId, conversationId: m.conversationId } };
+function messageIn(state: ConversationState, messageId: string): MessageState {
+  let m = state.messages.get(messageId);
+  if (!m) state.messages.set(messageId, (m = { deleted: false, deletions: 0, restores: 0 }));
+  return m;
+}
+
+function messageRef(m: MessageToRecord) {
+  return { companyId: m.companyId, messageId: m.messageId, conversationId: m.conversationId };
 }
 
 /**
- * Deterministic event id of a conversation event (uuid shape): the same company, conversation, message and
- * event type always give the same id, so a redelivered record is recognised by the store, never duplicated.
+ * Which occurrence of its type `event` is for its message, in a state that has evolved it: 1 for MessageRecorded
+ * and for a message's first deletion, n for its n-th deletion or restore. Part of the event id, so a message
+ * deleted, restored and deleted again appends a new event where the same deletion redelivered is recognised.
  */
-export function conversationEventId(companyId: number, conversationId: string, messageId: string, type: string): string {
+export function occurrenceOf(state: ConversationState, event: ConversationEvent): number {
+  const m = state.messages.get(event.data.messageId);
+  switch (event.type) {
+    case 'MessageRecorded':
+      return 1;
+    case 'MessageDeleted':
+      return m?.deletions || 1;
+    case 'MessageRestored':
+      return m?.restores || 1;
+  }
+}
+
+/**
+ * Deterministic event id of a conversation event (uuid shape): the same company, conversation, message, event
+ * type and occurrence (`occurrenceOf`) always give the same id, so a redelivered record is recognised by the
+ * store, never duplicated.
+ */
+export function conversationEventId(companyId: number, conversationId: string, messageId: string, eventType: string, occurrence = 1): string {
+  // the first occurrence keeps the name every event had before messages could be restored
+  const type = occurrence > 1 ? `${eventType}#${occurrence}` : eventType;
   // Joined with `:`, conversation "a:b" + message "c" and conversation "a" + message "b:c" would share an id (the
   // second append then failed for ever). Ids without a colon keep the name they always had.
   const name = conversationId.includes(':') || messageId.includes(':')

@@ -14,6 +14,7 @@ import {
   conversationStreamId,
   type ConversationState,
   type MessageToRecord,
+  occurrenceOf,
 } from './decider';
 
 export type RecordOutcome =
@@ -21,6 +22,8 @@ export type RecordOutcome =
   | { status: 'recorded' }
   /** an already recorded message is deleted now (MessageDeleted) */
   | { status: 'deleted' }
+  /** a deleted message is not deleted any more (MessageRestored) */
+  | { status: 'restored' }
   /** nothing to record: the id is already recorded (and its deletion state does not change) */
   | { status: 'unchanged' }
   | { status: 'rejected'; code: string; reason: string };
@@ -166,18 +169,13 @@ export class ConversationRecorder {
           local.push({ status: 'rejected', code: err.code, reason: err.message });
           continue;
         }
-        for (const e of decided) decider.evolve(entry.state, e);
         const metadata = baseMetadata({ ...ctx, companyId: message.companyId, now: ctx.now ?? this.deps.now });
         for (const e of decided) {
-          events.push({
-            type: e.type,
-            data: e.data,
-            metadata: { ...metadata, eventId: conversationEventId(message.companyId, message.conversationId, message.messageId, e.type) },
-          });
+          decider.evolve(entry.state, e);
+          const eventId = conversationEventId(message.companyId, message.conversationId, message.messageId, e.type, occurrenceOf(entry.state, e));
+          events.push({ type: e.type, data: e.data, metadata: { ...metadata, eventId } });
         }
-        local.push(
-          decided.length === 0 ? { status: 'unchanged' } : decided[0].type === 'MessageRecorded' ? { status: 'recorded' } : { status: 'deleted' },
-        );
+        local.push(outcomeOf(decided));
       }
       if (events.length === 0) {
         this.put(streamId, entry);
@@ -271,6 +269,15 @@ function runsInLineOrder(messages: readonly MessageToRecord[]): number[][] {
   });
   if (run.length > 0) runs.push(run);
   return runs;
+}
+
+function outcomeOf(decided: readonly ConversationEvent[]): RecordOutcome {
+  if (decided.length === 0) return { status: 'unchanged' };
+  switch (decided[0].type) {
+    case 'MessageRecorded': return { status: 'recorded' };
+    case 'MessageDeleted': return { status: 'deleted' };
+    case 'MessageRestored': return { status: 'restored' };
+  }
 }
 
 function groupByStream(messages: readonly MessageToRecord[], indexes: readonly number[]): Map<string, number[]> {

@@ -28,7 +28,7 @@ export const conversationsProjection: Projection = {
   schema: CONVERSATIONS_SCHEMA,
   handles: [
     'CompanyRegistered', 'AgentRegistered', 'AgentChanged', 'OperatorRegistered', 'OperatorChanged', 'MessageRecorded', 'MessageDeleted',
-    'BulkRecipientsAdded', 'BulkSendCreated', 'BulkRecipientsDispatched', 'BulkRecipientsRejected',
+    'MessageRestored', 'BulkRecipientsAdded', 'BulkSendCreated', 'BulkRecipientsDispatched', 'BulkRecipientsRejected',
   ],
   ddl: `
     CREATE TABLE IF NOT EXISTS companies (
@@ -135,6 +135,13 @@ export const conversationsProjection: Projection = {
       case 'MessageDeleted':
         await tx.query(
           'UPDATE messages SET deleted = true WHERE company_id = $1 AND message_id = $2 AND conversation_id = $3 AND NOT deleted',
+          [e.data.companyId, e.data.messageId, e.data.conversationId],
+        );
+        return;
+      case 'MessageRestored':
+        // the row keeps its seq, content and time (those of the first record)
+        await tx.query(
+          'UPDATE messages SET deleted = false WHERE company_id = $1 AND message_id = $2 AND conversation_id = $3 AND deleted',
           [e.data.companyId, e.data.messageId, e.data.conversationId],
         );
         return;

@@ -196,6 +196,18 @@ describe('webhook endpoints API', () => {
     expect(await due(first)).toEqual(NOW);
   });
 
+  it('a retry makes a pending delivery due now keeping its attempts (its ~3-day schedule goes on); a failed one starts afresh', async () => {
+    const ep = await create();
+    const id = (await call('POST', `${BASE}${ep.id}/test/`)).json().delivery_id as string;
+    const row = async () => (await t.db.pool.query('SELECT status, attempts, next_attempt_at FROM webhooks.deliveries WHERE delivery_id = $1', [id])).rows[0];
+    await t.db.pool.query(`UPDATE webhooks.deliveries SET attempts = 5, next_attempt_at = $2 WHERE delivery_id = $1`, [id, new Date(NOW.getTime() + 3_600_000)]);
+    expect((await call('POST', `${BASE}${ep.id}/deliveries/${id}/retry/`)).statusCode).toBe(202);
+    expect(await row()).toEqual({ status: 'pending', attempts: 5, next_attempt_at: NOW });
+    await t.db.pool.query(`UPDATE webhooks.deliveries SET status = 'failed', attempts = 17, next_attempt_at = NULL, completed_at = $2 WHERE delivery_id = $1`, [id, NOW]);
+    expect((await call('POST', `${BASE}${ep.id}/deliveries/${id}/retry/`)).statusCode).toBe(202);
+    expect(await row()).toEqual({ status: 'pending', attempts: 0, next_attempt_at: NOW });
+  });
+
   it('creation takes an Idempotency-Key: a repeat replays the first answer, another body is 422, one endpoint', async () => {
     const keyed = (key: string, body: unknown) => t.app.inject({ method: 'POST', url: BASE, payload: body as object, headers: { 'x-api-key': SHOP.key, 'idempotency-key': key } });
     const body = { url: 'https://hooks.example/keyed', event_types: ['message.sent'] };

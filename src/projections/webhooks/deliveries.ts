@@ -347,8 +347,9 @@ export async function listDeliveryAttempts(
  * the endpoint is disabled (due when it is enabled again). Undefined: no such delivery.
  */
 export async function requeueDelivery(db: Db, endpointId: string, deliveryId: string, now: Date): Promise<{ webhookId: string } | undefined> {
+  // a pending delivery keeps its attempts (its schedule still ends after about three days); a finished one starts afresh
   const { rows } = await db.query(
-    `UPDATE webhooks.deliveries SET status = 'pending', attempts = 0, completed_at = NULL,
+    `UPDATE webhooks.deliveries SET status = 'pending', attempts = CASE WHEN status = 'pending' THEN attempts ELSE 0 END, completed_at = NULL,
             next_attempt_at = CASE WHEN ${ENDPOINT_ENABLED} THEN $3::timestamptz END
       WHERE endpoint_id = $1 AND delivery_id = $2 RETURNING webhook_id`,
     [endpointId, deliveryId, now],

@@ -71,17 +71,17 @@ describe('review: chat ingestion, import-messages (no projection runner, as the 
     expect(events.rows[0].n).toBe(1);
   });
 
-  it("ids are the platform's: an id with spaces around it is another id, and a reply to it stays linked", async () => {
-    const parsed = parseMessageRecord(messageRecord({ companyId: 703, id: ' sp-1 ', conversationId: ' conv-1' }));
-    expect(parsed.ok && [parsed.message.messageId, parsed.message.conversationId]).toEqual([' sp-1 ', ' conv-1']);
+  it('ids are read without the blanks around them, replies too: an id with spaces is the same id, and a reply to it stays linked', async () => {
+    const parsed = parseMessageRecord(messageRecord({ companyId: 703, id: ' sp-1 ', conversationId: ' conv-1', replyToMessageId: ' sp-0 ' }));
+    expect(parsed.ok && [parsed.message.messageId, parsed.message.conversationId, parsed.message.replyToMessageId]).toEqual(['sp-1', 'conv-1', 'sp-0']);
     const lines = [
       messageRecord({ companyId: 703, id: 'sp-1', conversationId: 'conv-1', occurredAt: '2024-01-10T10:01:00Z' }),
       messageRecord({ companyId: 703, id: ' sp-1 ', conversationId: 'conv-1', occurredAt: '2024-01-10T10:02:00Z' }),
       messageRecord({ companyId: 703, id: 'sp-3', conversationId: 'conv-1', occurredAt: '2024-01-10T10:03:00Z', replyToMessageId: ' sp-1 ' }),
     ];
     const summary = await importMessages(ctx.services, file(lines), io());
-    expect(summary).toEqual({ lines: 3, recorded: 3, unchanged: 0, rejected: 0 });
-    expect((await rows(ctx, 703)).map((r) => r.message_id)).toEqual([' sp-1 ', 'sp-1', 'sp-3']);
+    expect(summary).toEqual({ lines: 3, recorded: 2, unchanged: 1, rejected: 0 });
+    expect((await rows(ctx, 703)).map((r) => r.message_id)).toEqual(['sp-1', 'sp-3']);
     const link = await ctx.services.pool.query(
       `SELECT r.message_id FROM rm_conversations.messages r JOIN rm_conversations.messages m
           ON m.company_id = r.company_id AND m.message_id = r.reply_to_message_id WHERE r.company_id = 703`,

@@ -185,9 +185,11 @@ export class ConversationRecorder {
       try {
         const expected = entry.nextRevision === 0n ? ('no_stream' as const) : entry.nextRevision - 1n;
         const result = await this.deps.store.append(streamId, events, expected);
+        // every id already stored: the state was stale. Decided again on the stream as it is, since a later event may
+        // follow those (another writer's deletion then restore: this record's deletion is a new one, not theirs).
+        if (result.alreadyAppended && attempt < this.maxRetries) continue;
         entry.nextRevision = result.nextRevision + 1n;
         this.put(streamId, entry);
-        // every id already stored (a stale state met a redelivery): nothing changed
         const final = result.alreadyAppended ? local.map((o) => (o.status === 'rejected' ? o : ({ status: 'unchanged' } as const))) : local;
         this.settle(indexes, final, outcomes, messages);
         return result.position;

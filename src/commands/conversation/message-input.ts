@@ -10,8 +10,11 @@ import type { MessageToRecord } from './decider';
 
 const int32 = z.number().int().min(1).max(2_147_483_647);
 const nullableText = z.string().nullable().optional().transform((v) => v ?? null);
-/** An id as the platform wrote it (never trimmed: `" m1"` is not `"m1"`, and replies name it as written). */
-const platformId = z.string().max(512).refine((v) => v.trim() !== '', 'is missing');
+/**
+ * A platform id, without the blanks around it: stored so since the first version, so a record delivered again is
+ * recognised whatever spaces it carries (`" m1"` and `"m1"` are one id); a reply names its message the same way.
+ */
+const platformId = z.string().trim().min(1, 'is missing').max(512);
 
 const author = z.discriminatedUnion('type', [
   z.object({ type: z.literal('contact'), contactId: int32 }),
@@ -41,7 +44,7 @@ export const messageRecordSchema = z.object({
     mediaUrl: nullableText,
     mediaMime: nullableText,
   }),
-  replyToMessageId: nullableText,
+  replyToMessageId: z.string().trim().nullable().optional().transform((v) => (v ? v : null)),
   classifications: z.array(z.object({ label: z.string(), value: z.unknown() })).optional().transform((v) => v ?? []),
   extractions: z.array(z.object({ key: z.string(), value: z.unknown() })).optional().transform((v) => v ?? []),
   toolCalls: z

@@ -55,4 +55,23 @@ describe('webhook endpoints per company', () => {
     expect(retried.json()).toMatchObject({ id: made.endpointId, secret: made.secret });
     expect([(await create(OTHER.key, 'a-new-key')).statusCode, await count(OTHER.key)]).toEqual([409, 3]);
   });
+
+  it('a keyed creation refused at the limit is kept as every 4xx but 400, 404 and 429: the same key replays the 409, a new key creates once there is room', async () => {
+    const cap = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', WEBHOOKS_ALLOW_HTTP: 'true', WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: '1' } });
+    try {
+      await seedFixture(cap.services, sendsFixture(), { actor: 'test' });
+      const post = (key?: string) => cap.app.inject({
+        method: 'POST', url: BASE, payload: { url: 'https://hooks.example/in', event_types: ['message.sent'] },
+        headers: { 'x-api-key': SHOP.key, ...(key ? { 'idempotency-key': key } : {}) },
+      });
+      const first = (await post()).json().id as string;
+      expect((await post('at-the-limit')).statusCode).toBe(409);
+      expect((await cap.app.inject({ method: 'DELETE', url: `${BASE}${first}/`, headers: { 'x-api-key': SHOP.key } })).statusCode).toBe(204);
+      const replayed = await post('at-the-limit');
+      expect([replayed.statusCode, replayed.headers['idempotent-replayed']]).toEqual([409, 'true']);
+      expect((await post('made-room')).statusCode).toBe(201);
+    } finally {
+      await cap.close();
+    }
+  });
 });

@@ -4,6 +4,8 @@ import { withTransaction } from '../../shared/tx';
 
 // The webhook outbox (migration 0007, schema `webhooks`): one delivery per (webhook event, endpoint) and every
 // attempt. Written by the fan-out and the sender (src/workers/webhook-*.ts); read and re-queued by the API.
+// An endpoint's deliveries set aside, resumed, dropped or given back are locked in delivery_id order (ORDER BY ...
+// FOR UPDATE), so two such statements never deadlock (a PATCH beside a sender's give-back answered 500).
 
 type Db = Pool | PoolClient;
 
@@ -210,9 +212,10 @@ export interface LeasedDelivery {
 export async function releaseDeliveries(db: Db, deliveries: readonly LeasedDelivery[], now: Date): Promise<void> {
   if (deliveries.length === 0) return;
   await db.query(
-    `UPDATE webhooks.deliveries d SET next_attempt_at = $3
-       FROM unnest($1::uuid[], $2::timestamptz[]) AS l(delivery_id, lease_until)
-      WHERE d.delivery_id = l.delivery_id AND d.status = 'pending' AND d.next_attempt_at = l.lease_until`,
+    `WITH locked AS (SELECT delivery_id FROM webhooks.deliveries WHERE delivery_id = ANY($1::uuid[]) ORDER BY delivery_id FOR UPDATE)
+     UPDATE webhooks.deliveries d SET next_attempt_at = $3
+       FROM unnest($1::uuid[], $2::timestamptz[]) AS l(delivery_id, lease_until), locked k
+      WHERE d.delivery_id = l.delivery_id AND k.delivery_id = d.delivery_id AND d.status = 'pending' AND d.next_attempt_at = l.lease_until`,
     [deliveries.map((d) => d.deliveryId), deliveries.map((d) => d.leaseUntil), now],
   );
 }
@@ -393,7 +396,10 @@ const ENDPOINT_ENABLED = `COALESCE((SELECT e.enabled FROM rm_webhooks.endpoints 
  */
 export async function setDeliveriesAside(db: Db, endpointId: string): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = NULL WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL`,
+    `UPDATE webhooks.deliveries SET next_attempt_at = NULL
+      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL
+                             ORDER BY delivery_id FOR UPDATE)
+        AND status = 'pending' AND next_attempt_at IS NOT NULL`,
     [endpointId],
   );
 }
@@ -401,12 +407,20 @@ export async function setDeliveriesAside(db: Db, endpointId: string): Promise<vo
 /** Makes the deliveries set aside while the endpoint was disabled due now (it was enabled again). */
 export async function resumeDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = $2 WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NULL`,
+    `UPDATE webhooks.deliveries SET next_attempt_at = $2
+      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NULL
+                             ORDER BY delivery_id FOR UPDATE)
+        AND status = 'pending' AND next_attempt_at IS NULL`,
     [endpointId, now],
   );
 }
 
 /** Drops the queued deliveries of a deleted endpoint. */
 export async function dropPendingDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
-  await db.query(`UPDATE webhooks.deliveries SET status = 'dropped', next_attempt_at = NULL, completed_at = $2 WHERE endpoint_id = $1 AND status = 'pending'`, [endpointId, now]);
+  await db.query(
+    `UPDATE webhooks.deliveries SET status = 'dropped', next_attempt_at = NULL, completed_at = $2
+      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending' ORDER BY delivery_id FOR UPDATE)
+        AND status = 'pending'`,
+    [endpointId, now],
+  );
 }

@@ -2,7 +2,8 @@
 // before anything is stored: one bad recipient rejects the whole request, and the messages name it by its
 // index in the submitted list: `recipients[3].phone: ...`. Variables are checked with the single send's
 // components builder (the same rules and messages).
-import { normalizePhone } from '../../shared/phone';
+import { normalizePhone, spellingKey } from '../../shared/phone';
+import { nestsDeeperThan } from '../../shared/storable';
 import { buildComponents, type TemplateShape } from '../send/components';
 
 export interface BulkRecipientInput {
@@ -25,17 +26,6 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v ===
  * objects): a value nested thousands deep, in a key the components builder ignores, could not be stored (500).
  */
 export const MAX_NESTING = 32;
-
-function nestedDeeperThan(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth > max) return true;
-    for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push([item, depth + 1]);
-  }
-  return false;
-}
 
 export type RecipientsCheck = { ok: true; recipients: BulkRecipientInput[] } | { ok: false; messages: string[] };
 
@@ -89,7 +79,7 @@ export function checkRecipients(raw: readonly unknown[]): RecipientsCheck {
       if (value !== undefined && value !== null && !isPlainObject(value)) {
         errors.add(i, `${at}.${field}: must be a JSON object.`);
         ok = false;
-      } else if (nestedDeeperThan(value, MAX_NESTING)) {
+      } else if (nestsDeeperThan(value, MAX_NESTING)) {
         errors.add(i, `${at}.${field}: nested too deeply (at most ${MAX_NESTING} levels of objects and lists).`);
         ok = false;
       }
@@ -126,16 +116,6 @@ export interface Deduplicated {
   total: number;
   /** after removing repeated phones */
   unique: number;
-}
-
-/**
- * The key under which the spellings of one messaging number meet, by text alone: Argentina's `+549…` and `+54…`,
- * Mexico's `+521…` (13 digits) and `+52…` (phoneVariants); the number itself elsewhere.
- */
-export function spellingKey(phone: string): string {
-  if (phone.startsWith('+549')) return `+54${phone.slice(4)}`;
-  if (phone.startsWith('+521') && phone.length === 14) return `+52${phone.slice(4)}`;
-  return phone;
 }
 
 /**

@@ -115,7 +115,7 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
   evolve(state, event) {
     switch (event.type) {
       case 'MessageRecorded':
-        if (!state.messages.has(event.data.messageId)) state.messages.set(event.data.messageId, { deleted: false, deletions: 0, restores: 0 });
+        messageIn(state, event.data.messageId);
         return state;
       case 'MessageDeleted': {
         const m = messageIn(state, event.data.messageId);

@@ -78,15 +78,6 @@ export async function quotaOf(pool: Pool, numberId: number, tier: MessagingTier,
   return computeQuota(tier, await uniqueRecipientsSent24h(pool, numberId, now));
 }
 
-/** Whether `numberId` sent to `recipient` in the 24 h before `now` (such a send uses no more quota). Added by the sends feature. */
-export async function recipientInQuotaWindow(pool: Pool, numberId: number, recipient: string, now: Date): Promise<boolean> {
-  const r = await pool.query(
-    `SELECT 1 FROM ${S}.quota_recipients WHERE number_id = $1 AND recipient = $2 AND last_sent_at > $3`,
-    [numberId, recipient, new Date(now.getTime() - QUOTA_WINDOW_MS)],
-  );
-  return (r.rowCount ?? 0) > 0;
-}
-
 export interface TemplateVariable {
   name: string;
   type: (typeof VARIABLE_TYPES)[number];

@@ -377,6 +377,14 @@ export async function requeueFailedDeliveries(db: Db, endpointId: string, from: 
   return r.rowCount ?? 0;
 }
 
+/**
+ * The WHERE of an update of endpoint `$1`'s pending deliveries matching `condition`: they are locked in delivery_id
+ * order first (see the file's header), and the condition is checked again on the rows as locked.
+ */
+const pendingOfEndpointLocked = (condition: string) => `delivery_id IN (
+    SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending' AND ${condition} ORDER BY delivery_id FOR UPDATE)
+  AND status = 'pending' AND ${condition}`;
+
 /** Sets a delivery just queued aside if its endpoint is disabled now (see setDeliveriesAside). */
 export async function setAsideWhileDisabled(db: Db, endpointId: string, deliveryId: string): Promise<void> {
   await db.query(
@@ -396,10 +404,7 @@ const ENDPOINT_ENABLED = `COALESCE((SELECT e.enabled FROM rm_webhooks.endpoints 
  */
 export async function setDeliveriesAside(db: Db, endpointId: string): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = NULL
-      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL
-                             ORDER BY delivery_id FOR UPDATE)
-        AND status = 'pending' AND next_attempt_at IS NOT NULL`,
+    `UPDATE webhooks.deliveries SET next_attempt_at = NULL WHERE ${pendingOfEndpointLocked('next_attempt_at IS NOT NULL')}`,
     [endpointId],
   );
 }
@@ -407,10 +412,7 @@ export async function setDeliveriesAside(db: Db, endpointId: string): Promise<vo
 /** Makes the deliveries set aside while the endpoint was disabled due now (it was enabled again). */
 export async function resumeDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = $2
-      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at IS NULL
-                             ORDER BY delivery_id FOR UPDATE)
-        AND status = 'pending' AND next_attempt_at IS NULL`,
+    `UPDATE webhooks.deliveries SET next_attempt_at = $2 WHERE ${pendingOfEndpointLocked('next_attempt_at IS NULL')}`,
     [endpointId, now],
   );
 }
@@ -418,9 +420,7 @@ export async function resumeDeliveries(db: Db, endpointId: string, now: Date): P
 /** Drops the queued deliveries of a deleted endpoint. */
 export async function dropPendingDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET status = 'dropped', next_attempt_at = NULL, completed_at = $2
-      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries WHERE endpoint_id = $1 AND status = 'pending' ORDER BY delivery_id FOR UPDATE)
-        AND status = 'pending'`,
+    `UPDATE webhooks.deliveries SET status = 'dropped', next_attempt_at = NULL, completed_at = $2 WHERE ${pendingOfEndpointLocked('true')}`,
     [endpointId, now],
   );
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import type { Pool } from 'pg';
 import type { ApiKeyRecord } from '../projections/apikeys/projection';
 import { ApiKeyCache } from './api-key-cache';
@@ -40,6 +40,9 @@ export interface AuthDeps {
   onKeysChanged?: (listener: () => void) => () => void;
 }
 
+/** Paths whose routes all need an API key (the API; not the ops endpoints, the docs or the provider's webhooks). */
+const API_PATHS = '/api/';
+
 export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   const cache = new ApiKeyCache(deps.pool);
   const hashes = new ApiKeyHashes(deps.pepper);
@@ -50,8 +53,18 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
     await cache.stop();
   });
   app.decorateRequest('apiKey', null);
+  // Every API route needs a key (spec, "Authentication"): the key is resolved first, on onRequest, so a request
+  // without a valid one is 401 whatever its parameters and body (a route that authenticates on preHandler would
+  // otherwise validate first and answer 400). The route's own `authenticate` applies its policy to this key.
+  const identify = async (request: FastifyRequest) => {
+    request.apiKey ??= await resolveKey(request, deps, cache, hashes);
+  };
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (!route.url.startsWith(API_PATHS)) return;
+    route.onRequest = [identify, ...(route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest])];
+  });
   app.decorate('authenticate', async (request: FastifyRequest, policy: AuthPolicy) => {
-    const key = await resolveKey(request, deps, cache, hashes);
+    const key = request.apiKey ?? (await resolveKey(request, deps, cache, hashes));
     if (key.scope === 'global') {
       if (policy === 'company-strict') throw unauthorized('a company API key is required for this endpoint');
       if (policy === 'company') throw forbidden('this API key has no access to company resources');

@@ -51,12 +51,12 @@ describe('HTTP parser errors', () => {
     expect(answer.body).toEqual({ error: 'the HTTP request is malformed' });
   });
 
-  it('a bad chunk after the route already answered (415: no Content-Type): that one answer, then the connection is closed', async () => {
+  it('a bad chunk after the route already answered (401: no API key, checked first on every API route): that one answer, then the connection is closed', async () => {
     const answer = await exchange('PATCH /api/v1/webhook-endpoints/x/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n');
     expect(answer.match(/HTTP\/1\.1 /g)).toHaveLength(1);
     const only = parsed(answer);
-    expect(only.statusLine).toBe('HTTP/1.1 415 Unsupported Media Type');
-    expect(only.body).toEqual({ error: expect.stringContaining('unsupported content type') });
+    expect(only.statusLine).toBe('HTTP/1.1 401 Unauthorized');
+    expect(only.body).toEqual({ error: expect.stringContaining('API key') });
   });
 
   it('an HTTP/1.1 request without Host: 400 {error} (Node answers it with an empty body)', async () => {

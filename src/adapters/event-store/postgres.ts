@@ -185,8 +185,10 @@ export class PostgresEventStore implements EventStore {
         if (!isUniqueViolation(err)) throw err;
         const stored = await this.alreadyStored(streamId, ids);
         if (stored) return stored;
-        if (expected === 'any' && attempt < MAX_ANY_RETRIES) continue;
-        throw new WrongExpectedRevisionError(streamId, expected, await this.currentRevision(streamId));
+        // a concurrent writer took the revision first: an `any` or `exists` append still holds, and goes again
+        const current = await this.currentRevision(streamId);
+        if (!isEventIdTaken(err) && expectationHolds(expected, current) && attempt < MAX_ANY_RETRIES) continue;
+        throw new WrongExpectedRevisionError(streamId, expected, current);
       }
     }
   }
@@ -388,4 +390,9 @@ export class PostgresEventStore implements EventStore {
 
 function isUniqueViolation(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: string }).code === '23505';
+}
+
+/** The unique violation is on an event id (stored in another stream, or part of the append only), not a revision. */
+function isEventIdTaken(err: unknown): boolean {
+  return (err as { constraint?: string }).constraint === 'events_event_id';
 }

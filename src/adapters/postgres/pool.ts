@@ -24,6 +24,9 @@ export interface PoolOptions {
 export function createPool(url: string, max = 10, options: PoolOptions = {}): Pool {
   const pool = new Pool({
     connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000,
+    // TCP keepalive: a connection whose peer vanished without a FIN (failover, dropped NAT entry) is found dead by
+    // the kernel's probes rather than after the system's default idle time (2 h on Linux)
+    keepAlive: true, keepAliveInitialDelayMillis: 10_000,
     ...(options.genericPlans || options.asyncCommit
       ? { options: [options.genericPlans && '-c plan_cache_mode=force_generic_plan', options.asyncCommit && '-c synchronous_commit=off'].filter(Boolean).join(' ') }
       : {}),

@@ -6,13 +6,16 @@
 //  3. expired number leases are dropped, so another dispatcher takes the number;
 //  4. creations cut short: a draft job whose BulkSendCreated exists becomes queued, else it is deleted;
 //  5. cancellations cut short (flag set, event missing) are completed;
-//  6. work rows of bulks finished more than `retentionMs` ago are deleted (the read model keeps them).
+//  6. work rows of bulks finished more than `retentionMs` ago are deleted (the read model keeps them);
+//  7. expired quota reservations of every number are deleted (src/commands/send/quota-gate.ts: a number only
+//     deletes its own when it reserves again near its limit).
 // Any process may run it: a session advisory lock lets one sweep run at a time; every step is idempotent.
 import { DomainError } from '../commands/decider';
 import { bulkStreamId } from '../commands/bulk/decider';
 import { runBulkCommand } from '../commands/bulk/lifecycle';
 import { kickDispatchers } from '../commands/bulk/signals';
 import { flushBatches, resolveExpiredInFlight, setJobState } from '../commands/bulk/work';
+import { purgeExpiredQuotaReservations } from '../commands/send/quota-gate';
 import type { Services } from '../services';
 import { withSessionLock } from '../shared/tx';
 import { startCronJob } from './cron-job';
@@ -39,6 +42,7 @@ export interface SweepReport {
   draftsDeleted: number;
   cancelsCompleted: number;
   purgedRecipients: number;
+  expiredReservations: number;
 }
 
 export async function sweepBulkLeases(services: Services, options: SweepOptions = {}): Promise<SweepReport> {
@@ -46,6 +50,7 @@ export async function sweepBulkLeases(services: Services, options: SweepOptions 
   const { pool } = services;
   const report: SweepReport = {
     skipped: false, interrupted: 0, flushed: 0, leasesReleased: 0, draftsPromoted: 0, draftsDeleted: 0, cancelsCompleted: 0, purgedRecipients: 0,
+    expiredReservations: 0,
   };
   const swept = await withSessionLock(pool, SWEEP_LOCK, async () => {
     const interrupted = await resolveExpiredInFlight(pool, now);
@@ -94,6 +99,7 @@ export async function sweepBulkLeases(services: Services, options: SweepOptions 
       [new Date(now.getTime() - (options.retentionMs ?? 48 * 3600_000))],
     );
     report.purgedRecipients = purge.rowCount ?? 0;
+    report.expiredReservations = await purgeExpiredQuotaReservations(pool, now);
     return true;
   });
   if (!swept) return { ...report, skipped: true };

@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { createBulkSend } from '../../src/commands/bulk/create';
 import { seedFixture } from '../../src/commands/provisioning/seed';
+import { quotaLockKey } from '../../src/commands/send/quota-gate';
 import { ProviderError, type SendTemplateRequest } from '../../src/ports/provider';
 import { BulkDispatcher } from '../../src/workers/bulk-dispatcher';
 import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, waitForBulk } from '../support/bulk';
@@ -15,8 +16,8 @@ const START = Date.parse('2026-03-01T10:00:00.000Z');
 const REFUSED = '+5491163990000';
 const LAST = '+5491163990051';
 
-/** The number's quota claim lock (the key claimRecipientsWithQuota takes). */
-const quotaKey = (numberId: number) => `bulk-quota:${numberId}`;
+/** The number's quota claim lock (the key claimRecipientsWithQuota takes, shared with the single sends' gate). */
+const quotaKey = quotaLockKey;
 
 interface HeldRecording {
   row: PoolClient;

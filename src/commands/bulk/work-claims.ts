@@ -3,6 +3,8 @@
 import type { Pool, PoolClient } from 'pg';
 import { QUOTA_WINDOW_MS } from '../../projections/accounts/queries';
 import { withTransaction } from '../../shared/tx';
+import { deterministicUuid } from '../send/ids';
+import { BULK_RESERVATION_AFTER_LEASE_MS, BULK_RESERVES_BELOW, quotaLockKey } from '../send/quota-gate';
 
 // ---------------------------------------------------------------- claims (pending → in_flight)
 
@@ -84,32 +86,65 @@ export interface QuotaClaim {
   resumeAt: Date | null;
 }
 
+// the single sends' (and bulk claims') live reservations of recipients in flight (src/commands/send/quota-gate.ts);
+// no time: they leave the window only by being sent (then in the read model) or given back
 const WINDOW_UNION = `
   SELECT recipient AS r, last_sent_at AS t FROM rm_accounts.quota_recipients WHERE number_id = $number AND last_sent_at > $since
   UNION ALL
-  SELECT e164, claimed_at FROM bulk_work.recipients WHERE number_id = $number AND state IN ('in_flight', 'sent') AND claimed_at > $since`;
+  SELECT e164, claimed_at FROM bulk_work.recipients WHERE number_id = $number AND state IN ('in_flight', 'sent') AND claimed_at > $since
+  UNION ALL
+  SELECT recipient, NULL FROM public.send_quota_reservations WHERE number_id = $number AND expires_at > $now`;
 
 const IN_WINDOW = `(
   EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $number AND q.recipient = r.e164 AND q.last_sent_at > $since)
   OR EXISTS (SELECT 1 FROM bulk_work.recipients w WHERE w.number_id = $number AND w.e164 = r.e164
-                AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since))`;
+                AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since)
+  OR EXISTS (SELECT 1 FROM public.send_quota_reservations s WHERE s.number_id = $number AND s.recipient = r.e164 AND s.expires_at > $now))`;
+
+/** The reservation of a bulk recipient (one id per row, so a retry's claim renews it and its outcome finds it). */
+export const bulkReservationId = (bulkId: string, idx: number): string => deterministicUuid('bulk-quota-reservation', `${bulkId}:${idx}`);
 
 /**
- * Claims for a number with a daily limit: serialised per number (advisory lock), counts the unique
- * recipients of the rolling 24 h window (single sends from the accounts read model, plus this work table's
- * sent and in-flight rows, which the read model may not have yet), and claims recipients already in the
- * window freely and new ones only while room remains.
+ * Reserves a claimed window's recipients for the single sends' quota gate to count (the number is near its limit),
+ * until their lease plus the recording; deletes on the way the number's reservations counted no more (expired, or
+ * whose recipient the read model shows), skipping rows another statement is deleting (no waits: no deadlock).
+ */
+async function reserveClaimed(client: PoolClient, args: ClaimArgs & { numberId: number }, since: Date, claimed: readonly ClaimedRecipient[]) {
+  await client.query(
+    `WITH gone AS (
+       DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
+         SELECT s.reservation_id FROM public.send_quota_reservations s
+          WHERE s.number_id = $1 AND s.reservation_id <> ALL($5::uuid[])
+            AND (s.expires_at <= $3 OR EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
+                                                WHERE q.number_id = $1 AND q.recipient = s.recipient AND q.last_sent_at > $4))
+          FOR UPDATE SKIP LOCKED))
+     INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at)
+     SELECT id, $1, recipient, $2 FROM unnest($5::uuid[], $6::text[]) AS c(id, recipient)
+     ON CONFLICT (reservation_id) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
+    [
+      args.numberId, new Date(args.leaseUntil.getTime() + BULK_RESERVATION_AFTER_LEASE_MS), args.now, since,
+      claimed.map((c) => bulkReservationId(args.bulkId, c.idx)), claimed.map((c) => c.e164),
+    ],
+  );
+}
+
+/**
+ * Claims for a number with a daily limit: serialised per number (the quota's advisory lock, shared with the single
+ * sends' gate), counts the unique recipients of the rolling 24 h window (the accounts read model, plus this work
+ * table's sent and in-flight rows, which the read model may not have yet, plus the live quota reservations of
+ * sends in flight), and claims recipients already in the window freely and new ones only while room remains.
+ * Near the limit the claimed recipients are reserved too, so that single sends count them.
  */
 export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { numberId: number; dailyLimit: number }): Promise<QuotaClaim> {
   const since = new Date(args.now.getTime() - QUOTA_WINDOW_MS);
   const names = { bulk: 1, now: 2, number: 3, since: 4 };
   const base = [args.bulkId, args.now, args.numberId, since];
   return withTransaction(pool, async (client) => {
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`bulk-quota:${args.numberId}`]);
-    const windowNames = { number: 1, since: 2 };
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [quotaLockKey(args.numberId)]);
+    const windowNames = { number: 1, since: 2, now: 3 };
     const usedRow = await client.query<{ n: number }>(
       sql(`SELECT count(DISTINCT u.r)::int AS n FROM (${WINDOW_UNION}) u`, windowNames),
-      [args.numberId, since],
+      [args.numberId, since, args.now],
     );
     const used = usedRow.rows[0].n;
     const remaining = args.dailyLimit - used;
@@ -145,16 +180,33 @@ export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { n
       chosen = free.rows.map((x) => x.idx);
     }
     const claimed = await markInFlight(client, args, chosen);
+    if (claimed.length > 0 && remaining <= BULK_RESERVES_BELOW) await reserveClaimed(client, args, since, claimed);
     let resumeAt: Date | null = null;
     const blocked = claimed.length === 0 && candidates.rows.length > 0;
-    if (blocked) {
-      const oldest = await client.query<{ t: Date | null }>(
-        sql(`SELECT min(u.t) AS t FROM (${WINDOW_UNION}) u`, windowNames),
-        [args.numberId, since],
-      );
-      const t = oldest.rows[0].t;
-      resumeAt = t ? new Date(t.getTime() + QUOTA_WINDOW_MS + 1) : new Date(args.now.getTime() + 1000);
-    }
+    if (blocked) resumeAt = await whenRoomMayFree(client, args.numberId, since, args.now);
     return { claimed, used, limit: args.dailyLimit, blocked, resumeAt };
   });
+}
+
+/**
+ * When a blocked claim should look again: when the window's oldest entry leaves it, or sooner when sends of other
+ * requests are in flight on new recipients (a live reservation of a recipient neither in the read model nor among
+ * this table's rows): if refused, their room comes back; when their reservation expires, it is counted no more.
+ */
+async function whenRoomMayFree(client: PoolClient, numberId: number, since: Date, now: Date): Promise<Date> {
+  const r = await client.query<{ t: Date | null; reserved_until: Date | null }>(
+    sql(
+      `SELECT (SELECT min(u.t) FROM (${WINDOW_UNION}) u) AS t,
+              (SELECT min(s.expires_at) FROM public.send_quota_reservations s
+                WHERE s.number_id = $number AND s.expires_at > $now
+                  AND NOT EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $number AND q.recipient = s.recipient AND q.last_sent_at > $since)
+                  AND NOT EXISTS (SELECT 1 FROM bulk_work.recipients w WHERE w.number_id = $number AND w.e164 = s.recipient
+                                     AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since)) AS reserved_until`,
+      { number: 1, since: 2, now: 3 },
+    ),
+    [numberId, since, now],
+  );
+  const { t, reserved_until: reservedUntil } = r.rows[0];
+  const oldestLeaves = t ? new Date(t.getTime() + QUOTA_WINDOW_MS + 1) : new Date(now.getTime() + 1000);
+  return reservedUntil && reservedUntil < oldestLeaves ? new Date(reservedUntil.getTime() + 1) : oldestLeaves;
 }

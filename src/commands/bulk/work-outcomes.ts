@@ -6,6 +6,7 @@ import type { BulkEventData } from '../../events/bulk';
 import type { Services } from '../../services';
 import { deterministicUuid } from '../send/ids';
 import { chunkStreamId } from './decider';
+import { bulkReservationId } from './work-claims';
 
 export const INTERRUPTED_CODE = 'interrupted';
 export const INTERRUPTED_MESSAGE = 'interrupted, outcome unknown';
@@ -60,6 +61,12 @@ const toOutcomeRow = (r: any): OutcomeRow => ({
 /** The event id of an outcome batch: a re-append of the same batch is recognised by the event store. */
 export const batchEventId = (bulkId: string, batchId: string): string => deterministicUuid('bulk-outcome-batch', `${bulkId}:${batchId}`);
 
+/** failures where the provider may have the message (or the failure is unexpected): their quota reservation is kept */
+const MAY_HAVE_BEEN_SENT = new Set(['timeout', 'connection_lost', 'internal_error']);
+
+/** Outcomes whose recipient was surely not sent: its quota reservation, if the claim made one, is given back. */
+const givesRoomBack = (o: Outcome): boolean => o.kind === 'retry' || o.kind === 'unsent' || (o.kind === 'failed' && !MAY_HAVE_BEEN_SENT.has(o.code));
+
 function groupBatches(rows: any[], job: { bulkId: string; companyId: number; numberId: number }): OutcomeBatch[] {
   const batches = new Map<string, OutcomeBatch>();
   for (const r of rows) {
@@ -75,7 +82,9 @@ function groupBatches(rows: any[], job: { bulkId: string; companyId: number; num
 /**
  * Writes a window's outcomes, only for rows still in flight for this dispatcher (a row the lease sweep already
  * resolved as interrupted keeps that outcome), and in the same statement the outcome batches of the sent and
- * failed ones (per chunk and kind). Retries and unsent rows go back to pending.
+ * failed ones (per chunk and kind). Retries and unsent rows go back to pending. The quota reservations of
+ * recipients surely not sent are deleted in the same statement (a recipient the provider may have keeps its own
+ * until it expires).
  */
 export async function writeOutcomes(
   pool: Pool,
@@ -119,9 +128,10 @@ export async function writeOutcomes(
      b AS (
        INSERT INTO bulk_work.outcome_batches (bulk_id, chunk, kind, idxs, created_at)
        SELECT $1, chunk, state, array_agg(idx ORDER BY idx), $11 FROM u WHERE state IN ('sent', 'failed') GROUP BY chunk, state
-       RETURNING id, chunk, kind)
+       RETURNING id, chunk, kind),
+     given_back AS (DELETE FROM public.send_quota_reservations WHERE reservation_id = ANY($12::uuid[]))
      SELECT u.*, b.id AS batch_id FROM u JOIN b ON b.chunk = u.chunk AND b.kind = u.state`,
-    [job.bulkId, idx, state, pmid, code, msg, at, next, delta, dispatcher, now],
+    [job.bulkId, idx, state, pmid, code, msg, at, next, delta, dispatcher, now, outcomes.filter(givesRoomBack).map((o) => bulkReservationId(job.bulkId, o.idx))],
   );
   return groupBatches(r.rows, job);
 }

@@ -7,6 +7,8 @@
 //   number; a reservation counts until the read model shows its recipient, or until it expires (a crashed
 //   request's does), and is deleted once its send is answered.
 // A recipient the number already sent to in the window uses no quota: admitted by the read alone.
+// Bulk claims near the limit take the same lock and reserve their recipients in the same table, and count these
+// reservations (src/commands/bulk/work-claims.ts): single and bulk sends of a number share one accounting there.
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import type { Logger } from 'pino';
@@ -19,6 +21,22 @@ import { withTransaction } from '../../shared/tx';
  * of the number are admitted while one such send is at the provider (the choice: docs/sends.md, "Quota gate").
  */
 export const GUARD_BELOW = 1_000;
+
+/** The advisory lock of a number's quota: the single sends' locked check and the bulk claims take it alike. */
+export const quotaLockKey = (numberId: number): string => `send-quota:${numberId}`;
+
+/**
+ * Remaining unique recipients at or under which a bulk claim reserves its recipients, so that single sends count
+ * them: twice the guard, so that the bulk's recipients claimed before without a reservation are in the read model
+ * long before the single sends' locked check counts exactly (docs/bulk.md, "Quota").
+ */
+export const BULK_RESERVES_BELOW = 2 * GUARD_BELOW;
+
+/**
+ * How long a bulk recipient's reservation outlives its in-flight lease: its outcome appended (the lease sweep
+ * appends a batch left behind after 30 s, every 15 s) and projected into the read model, with a margin.
+ */
+export const BULK_RESERVATION_AFTER_LEASE_MS = 60_000;
 
 /** the provider's longest call when it declares none (the sandbox) */
 const DEFAULT_CALL_MS = 10_000;
@@ -115,7 +133,7 @@ export class SendQuotaGate {
     const { numberId, recipient, now } = check;
     const id = randomUUID();
     const outcome = await withTransaction(this.pool, async (tx) => {
-      await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`send-quota:${numberId}`]);
+      await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [quotaLockKey(numberId)]);
       const read = await this.read(tx, check);
       if (read.in_window) return 'free' as const;
       const used = read.used + read.reserved + this.countOf(numberId);
@@ -153,6 +171,20 @@ export class SendQuotaGate {
     });
     return run;
   }
+}
+
+/**
+ * Deletes expired reservations of every number (the lease sweep's, src/workers/bulk-lease-cron.ts): a number whose
+ * sends stay far from the limit never deletes its own. Skips rows another statement is deleting (no waits, so no
+ * deadlock); at most `limit` rows a call. Returns how many were deleted.
+ */
+export async function purgeExpiredQuotaReservations(pool: Pool, now: Date, limit = 10_000): Promise<number> {
+  const r = await pool.query(
+    `DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
+       SELECT reservation_id FROM public.send_quota_reservations WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+    [now, limit],
+  );
+  return r.rowCount ?? 0;
 }
 
 const gates = new WeakMap<object, SendQuotaGate>();

@@ -32,7 +32,7 @@ export interface AttemptRecorderOptions {
   deps: WebhookEndpointDeps;
   /** the sender's requests in flight now (more answers are coming) */
   inFlight: () => number;
-  /** an endpoint was disabled: its deliveries still waiting in the sender are set aside with the rest */
+  /** an endpoint was disabled: its deliveries still waiting in the sender are given back (set aside with the rest) */
   onDisabled: (endpointId: string) => void;
   /** a batch was recorded (room freed) */
   onRecorded: () => void;
@@ -75,8 +75,9 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
     const okEndpoints = new Set(rows.filter((r) => r.ok).map((r) => r.endpointId));
     const recovered = [...okEndpoints].filter((id) => endpoints.get(id)!.failingSince !== null);
     const failing = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.has(id));
-    const stale = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
-    services.metrics.webhookDeliveriesFailed.inc(rows.filter((r) => r.status === 'failed').length);
+    const { stale, failed } = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
+    // as recorded: an attempt that ended its schedule while a retry was asked leaves the delivery pending
+    services.metrics.webhookDeliveriesFailed.inc(failed);
     for (const id of stale) disable.push({ endpoint: endpoints.get(id)!, reason: 'failing' });
     for (const { endpoint, reason } of disable) {
       if (await disableFailingEndpoint(options.deps, endpoint.companyId, endpoint.endpointId, reason)) services.metrics.webhookEndpointsDisabled.labels(reason).inc();

@@ -99,7 +99,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     random: options.random,
     deps: webhookEndpointDepsOf(services),
     inFlight: () => lanes.inFlight,
-    onDisabled: (endpointId) => void lanes.takeWaiting(endpointId),
+    onDisabled: (endpointId) => giveBackWaiting(endpointId),
     onRecorded: () => wake(), // room freed
   });
 
@@ -125,8 +125,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
   const endpointSignals = listenForEndpointSignals(services.pool, services.logger, {
     changed: (endpointId) => {
       changes.changed(endpointId);
-      const stale = lanes.takeWaiting(endpointId);
-      if (stale.length > 0) void giveBack(stale.map((h) => leased(h.delivery, h.leaseUntil)));
+      giveBackWaiting(endpointId);
     },
     paused: ({ endpointId, ms }) => pausedElsewhere(endpointId, ms),
   });
@@ -148,6 +147,11 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       tableDue = true;
       wake();
     });
+  /** what waits in the endpoint's lane (every lane's: no id), given back */
+  const giveBackWaiting = (endpointId?: string) => {
+    const stale = lanes.takeWaiting(endpointId);
+    if (stale.length > 0) void giveBack(stale.map((h) => leased(h.delivery, h.leaseUntil)));
+  };
   /** deliveries refused at their lease's edge, released together (a lane's waiting deliveries reach it together) */
   let refused: LeasedDelivery[] = [];
   let releasingRefused: Promise<void> = Promise.resolve();
@@ -219,13 +223,18 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     if (taken.length === 0) return false;
     const endpoints = await currentEndpoints([...new Set(taken.map((t) => t.delivery.endpoint_id))]);
     const touched = new Set<string>();
+    const notPosted: LeasedDelivery[] = [];
     for (const { delivery, leaseUntil } of taken) {
-      // a delivery of an endpoint disabled since it was queued waits, set aside, until it is enabled again
+      // a delivery of an endpoint disabled since it was queued is given back: set aside until it is enabled again
       const endpoint = endpoints.get(delivery.endpoint_id);
-      if (!endpoint?.enabled) continue;
+      if (!endpoint?.enabled) {
+        notPosted.push(leased(delivery, leaseUntil));
+        continue;
+      }
       lanes.add({ delivery, endpoint, leaseUntil });
       touched.add(delivery.endpoint_id);
     }
+    if (notPosted.length > 0) void release(notPosted);
     for (const id of touched) pump(id);
     // a full claim leaves more due, unless it filled its endpoints: their lanes bring the table back as they empty
     if (claimedAll && claimed.some((d) => !lanes.isFull(d.endpoint_id))) tableDue = true;

@@ -7,7 +7,7 @@ describe('loadMigrations', () => {
   it('reads the versioned SQL files in order, one per version', () => {
     const versions = loadMigrations().map((m) => m.version);
     expect(versions).toEqual(versions.map((_, i) => i + 1));
-    expect(loadMigrations().at(-1)).toMatchObject({ version: 14, name: 'send_quota_reservations' });
+    expect(loadMigrations().at(-1)).toMatchObject({ version: 15, name: 'webhook_retry_in_flight' });
   });
 
   it('refuses two files of one version (a stale copy of a renamed migration), naming both', () => {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
 import type { EventStore } from '../../ports/event-store';
 import type { WebhookEventType } from '../../events/webhooks';
 import { DomainError } from '../decider';
@@ -15,17 +16,54 @@ export interface WebhookEndpointDeps {
   waiter: ReadModelWaiter;
   box: SecretBox;
   now: () => Date;
-  /** the company's endpoints (read model); creations racing each other may pass the limit by their number */
-  endpointsOfCompany(companyId: number): Promise<number>;
+  /**
+   * Runs a creation of the company's endpoints given how many it has (read model), in the company's turn: one
+   * creation of a company at a time, across processes, so each counts what the ones before it made.
+   */
+  creationTurn<T>(companyId: number, create: (endpointsOfCompany: number) => Promise<T>): Promise<T>;
   maxEndpointsPerCompany: number;
 }
 
 /** The dependencies as the service wires them (the routes and the sender). */
 export const webhookEndpointDepsOf = (services: Services): WebhookEndpointDeps => ({
   store: services.store, waiter: services.runner, box: secretBox(services.secrets.apiKeyPepper), now: services.now,
-  endpointsOfCompany: (companyId) => countWebhookEndpoints(services.pool, companyId),
+  creationTurn: creationTurns(services.pool),
   maxEndpointsPerCompany: services.config.webhooks.maxEndpointsPerCompany,
 });
+
+/**
+ * The companies' creation turns: a creation waits for the one before it in this process (so a company's burst holds
+ * one connection, not one each), then takes the company's advisory lock for the other processes, and holds it while
+ * it counts, appends and waits for the read model. Found in review, 2026-11-27: creations racing each other counted
+ * the same endpoints and passed the limit by their number.
+ */
+function creationTurns(pool: Pool): WebhookEndpointDeps['creationTurn'] {
+  const last = new Map<number, Promise<unknown>>();
+  return (companyId, create) => {
+    const turn = (last.get(companyId) ?? Promise.resolve()).catch(() => undefined).then(() => withCompanyCreationLock(pool, companyId, create));
+    last.set(companyId, turn);
+    turn.catch(() => undefined).finally(() => {
+      if (last.get(companyId) === turn) last.delete(companyId);
+    });
+    return turn;
+  };
+}
+
+async function withCompanyCreationLock<T>(pool: Pool, companyId: number, create: (endpointsOfCompany: number) => Promise<T>): Promise<T> {
+  const key = `webhook-endpoint-creations:${companyId}`;
+  const lock = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await lock.query('SELECT pg_advisory_lock(hashtext($1))', [key]);
+    try {
+      return await create(await countWebhookEndpoints(lock, companyId));
+    } finally {
+      await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [key]).catch((err: Error) => (broken = err));
+    }
+  } finally {
+    lock.release(broken); // a lock that could not be given back goes with its connection
+  }
+}
 
 type Actor = { actor: string; companyId: number };
 
@@ -50,19 +88,21 @@ export async function createWebhookEndpoint(
 ): Promise<{ endpointId: string; secret: string }> {
   const secret = generateWebhookSecret();
   const sealedSecret = deps.box.seal(secret);
-  const limit = { endpointsOfCompany: await deps.endpointsOfCompany(who.companyId), maxEndpoints: deps.maxEndpointsPerCompany };
-  for (let use = 0; ; use++) {
-    const endpointId = idempotencyKey === undefined ? randomUUID() : keyedEndpointId(who.companyId, idempotencyKey, use);
-    const command: Command = { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: sealedSecret, now: deps.now(), ...limit };
-    const result = await run(deps, endpointId, command, who);
-    if (result.events.length > 0) return { endpointId, secret };
-    const stored = await deps.store.readStream(webhookEndpointStream(endpointId));
-    const created = stored.find((e) => e.type === 'WebhookEndpointCreated')?.data as { createdAt: string } | undefined;
-    if (created && isFromAnEarlierUse(created.createdAt, deps.now())) continue;
-    const sealed = stored.filter((e) => e.type === 'WebhookEndpointCreated' || e.type === 'WebhookEndpointSecretRotated').at(-1)?.data as { secret: string };
-    await deps.waiter.waitForEvents(stored.at(-1)!.position, stored.map((e) => e.type));
-    return { endpointId, secret: deps.box.open(sealed.secret) };
-  }
+  return deps.creationTurn(who.companyId, async (endpointsOfCompany) => {
+    const limit = { endpointsOfCompany, maxEndpoints: deps.maxEndpointsPerCompany };
+    for (let use = 0; ; use++) {
+      const endpointId = idempotencyKey === undefined ? randomUUID() : keyedEndpointId(who.companyId, idempotencyKey, use);
+      const command: Command = { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: sealedSecret, now: deps.now(), ...limit };
+      const result = await run(deps, endpointId, command, who);
+      if (result.events.length > 0) return { endpointId, secret };
+      const stored = await deps.store.readStream(webhookEndpointStream(endpointId));
+      const created = stored.find((e) => e.type === 'WebhookEndpointCreated')?.data as { createdAt: string } | undefined;
+      if (created && isFromAnEarlierUse(created.createdAt, deps.now())) continue;
+      const sealed = stored.filter((e) => e.type === 'WebhookEndpointCreated' || e.type === 'WebhookEndpointSecretRotated').at(-1)?.data as { secret: string };
+      await deps.waiter.waitForEvents(stored.at(-1)!.position, stored.map((e) => e.type));
+      return { endpointId, secret: deps.box.open(sealed.secret) };
+    }
+  });
 }
 
 export async function updateWebhookEndpoint(

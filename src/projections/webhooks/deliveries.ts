@@ -4,8 +4,11 @@ import { withTransaction } from '../../shared/tx';
 
 // The webhook outbox (migration 0007, schema `webhooks`): one delivery per (webhook event, endpoint) and every
 // attempt. Written by the fan-out and the sender (src/workers/webhook-*.ts); read and re-queued by the API.
-// An endpoint's deliveries set aside, resumed, dropped or given back are locked in delivery_id order (ORDER BY ...
-// FOR UPDATE), so two such statements never deadlock (a PATCH beside a sender's give-back answered 500).
+// An endpoint's deliveries set aside, resumed, dropped or given back, and those whose attempts are recorded, are
+// locked in delivery_id order (ORDER BY ... FOR UPDATE), so two such statements never deadlock (a PATCH beside a
+// sender's give-back answered 500; a PATCH beside the record of a round of attempts, found 2026-11-27).
+// A claim stores its lease in claimed_until too (migration 0015), until its attempt is recorded or the delivery given
+// back: a delivery due at that lease, or set aside since (its endpoint disabled), is in a sender's hands.
 
 type Db = Pool | PoolClient;
 
@@ -47,8 +50,8 @@ export async function queueDeliveries(
   };
 }
 
-const QUEUE_DELIVERIES_SQL = `INSERT INTO webhooks.deliveries (delivery_id, endpoint_id, company_id, webhook_id, event_type, payload, status, next_attempt_at, created_at)
-  SELECT d, e, c, w, t, p, 'pending', n, $7
+const QUEUE_DELIVERIES_SQL = `INSERT INTO webhooks.deliveries (delivery_id, endpoint_id, company_id, webhook_id, event_type, payload, status, next_attempt_at, claimed_until, created_at)
+  SELECT d, e, c, w, t, p, 'pending', n, NULLIF(n, $7), $7
     FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[],
                 ARRAY(SELECT v FROM json_array_elements_text($6::json) WITH ORDINALITY AS a(v, i) ORDER BY i), $8::timestamptz[]) AS x(d, e, c, w, t, p, n)
   ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
@@ -67,6 +70,8 @@ const DUE_FOR_CLAIM = `FROM webhooks.deliveries c
           WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
             AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
           ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+/** A claim's lease ($3), stored twice (see IN_FLIGHT); a retry asked before is the post this claim makes. */
+const CLAIM_SET = 'next_attempt_at = $3, claimed_until = $3, retry_asked = false';
 const CLAIMED = `WHERE d.delivery_id = claimed.delivery_id
  RETURNING d.delivery_id, d.endpoint_id, d.webhook_id, d.payload, d.attempts`;
 
@@ -74,7 +79,7 @@ const CLAIMED = `WHERE d.delivery_id = claimed.delivery_id
  * The due claim: the oldest due deliveries of enabled endpoints but those in $4 (the sender's full ones), moved a
  * lease ahead (SKIP LOCKED: senders share them).
  */
-export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
+export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET ${CLAIM_SET}
    FROM (SELECT c.delivery_id ${DUE_FOR_CLAIM}) claimed
   ${CLAIMED}`;
 
@@ -82,7 +87,7 @@ export const CLAIM_DUE_DELIVERIES_SQL = `UPDATE webhooks.deliveries d SET next_a
  * The claim with caps ($5 endpoints, $6 how many each may get): the same rows read and locked, of which each capped
  * endpoint gets its earliest due up to its cap; the rest stay due (their locks end with the claim's transaction).
  */
-const CLAIM_DUE_DELIVERIES_CAPPED_SQL = `UPDATE webhooks.deliveries d SET next_attempt_at = $3
+const CLAIM_DUE_DELIVERIES_CAPPED_SQL = `UPDATE webhooks.deliveries d SET ${CLAIM_SET}
    FROM (SELECT r.delivery_id
            FROM (SELECT l.delivery_id, l.endpoint_id, row_number() OVER (PARTITION BY l.endpoint_id ORDER BY l.next_attempt_at) AS n
                    FROM (SELECT c.delivery_id, c.endpoint_id, c.next_attempt_at ${DUE_FOR_CLAIM}) l) r
@@ -156,9 +161,12 @@ export interface AttemptRecord {
 
 /**
  * Records a round of attempts in one statement: the attempt log, each delivery's new state (a delivery dropped
- * meanwhile, its endpoint deleted, stays dropped), and the failure streaks: `recovered` endpoints (a success after
- * failures) are cleared, `failing` ones start a streak at `at` unless one runs. Returns the failing endpoints whose
- * streak began at or before `staleBefore`.
+ * meanwhile, its endpoint deleted, stays dropped; one set aside meanwhile, its endpoint disabled, stays set aside if
+ * pending; one whose retry was asked while the attempt was in flight is due at `at` unless the attempt succeeded, see
+ * requeueDelivery), and the failure streaks: `recovered` endpoints (a success after failures) are cleared, `failing`
+ * ones start a streak at `at` unless one runs. Returns the failing endpoints whose streak began at or before
+ * `staleBefore` (`stale`), and how many deliveries the round marked failed (`failed`: not those a retry asked
+ * meanwhile made pending again, nor those dropped meanwhile).
  */
 export async function recordAttempts(
   db: Db,
@@ -166,8 +174,8 @@ export async function recordAttempts(
   streaks: { recovered: readonly string[]; failing: readonly string[] },
   at: Date,
   staleBefore: Date,
-): Promise<string[]> {
-  const r = await db.query<{ endpoint_id: string; stale: boolean }>({
+): Promise<{ stale: string[]; failed: number }> {
+  const r = await db.query<{ endpoint_id: string | null; stale: boolean | null; failed: number | null }>({
     name: 'webhooks_record_attempts',
     text: RECORD_ATTEMPTS_SQL,
     // the attempts as one JSON array: node-postgres escapes every element of an array parameter in JavaScript
@@ -176,28 +184,45 @@ export async function recordAttempts(
       error: x.error, next_at: x.nextAt, status: x.status, attempts: x.attempts,
     }))), at, streaks.recovered, streaks.failing, staleBefore],
   });
-  return r.rows.filter((x) => x.stale).map((x) => x.endpoint_id);
+  return {
+    stale: r.rows.filter((x) => x.stale).map((x) => x.endpoint_id!),
+    failed: r.rows.find((x) => x.failed !== null)?.failed ?? 0,
+  };
 }
+
+/**
+ * A retry asked while the attempt was in flight (requeueDelivery), made now: due at once, with a fresh schedule when
+ * the attempt ended it (failed), as a retry of a failed delivery; an attempt that succeeded answered it.
+ */
+const RETRIED = `(d.retry_asked AND x.status <> 'succeeded')`;
 
 const RECORD_ATTEMPTS_SQL = `WITH x AS (
     SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (delivery_id uuid, endpoint_id text, attempted_at timestamptz,
       status_code int, latency_ms int, error text, next_at timestamptz, status text, attempts int)) WITH ORDINALITY
       AS x(delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_at, status, attempts, ord)
+  ), locked AS (
+    SELECT delivery_id FROM webhooks.deliveries WHERE delivery_id IN (SELECT delivery_id FROM x) AND status = 'pending' ORDER BY delivery_id FOR UPDATE
   ), logged AS (
     INSERT INTO webhooks.attempts (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_retry_at)
     SELECT delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_at FROM x ORDER BY ord
   ), delivered AS (
-    UPDATE webhooks.deliveries d SET status = x.status, attempts = x.attempts, next_attempt_at = x.next_at,
-           completed_at = CASE WHEN x.status = 'pending' THEN NULL ELSE $2::timestamptz END
-      FROM x
-     WHERE d.delivery_id = x.delivery_id AND d.status = 'pending'
+    UPDATE webhooks.deliveries d SET status = CASE WHEN ${RETRIED} THEN 'pending' ELSE x.status END,
+           attempts = CASE WHEN ${RETRIED} AND x.status = 'failed' THEN 0 ELSE x.attempts END,
+           next_attempt_at = CASE WHEN d.next_attempt_at IS NULL THEN NULL WHEN ${RETRIED} THEN $2::timestamptz ELSE x.next_at END,
+           completed_at = CASE WHEN x.status = 'pending' OR ${RETRIED} THEN NULL ELSE $2::timestamptz END, retry_asked = false, claimed_until = NULL
+      FROM x, locked k
+     WHERE d.delivery_id = x.delivery_id AND k.delivery_id = d.delivery_id AND d.status = 'pending'
+    RETURNING d.status
   ), recovered AS (
     INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, NULL FROM unnest($3::text[]) id
     ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = NULL WHERE webhooks.endpoint_health.failing_since IS NOT NULL
+  ), streaks AS (
+    INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, $2::timestamptz FROM unnest($4::text[]) id
+    ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = COALESCE(webhooks.endpoint_health.failing_since, EXCLUDED.failing_since)
+    RETURNING endpoint_id, failing_since <= $5::timestamptz AS stale
   )
-  INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, $2::timestamptz FROM unnest($4::text[]) id
-  ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = COALESCE(webhooks.endpoint_health.failing_since, EXCLUDED.failing_since)
-  RETURNING endpoint_id, failing_since <= $5::timestamptz AS stale`;
+  SELECT endpoint_id, stale, NULL::int AS failed FROM streaks
+  UNION ALL SELECT NULL, NULL, count(*)::int FROM delivered WHERE status = 'failed'`;
 
 /** A claimed delivery and the end of its lease (its next_attempt_at while the claim holds). */
 export interface LeasedDelivery {
@@ -207,15 +232,17 @@ export interface LeasedDelivery {
 
 /**
  * Makes claimed deliveries due at `now` (a sender that will not post them), each only while its lease is still the
- * one stored: once it ended, another sender may have claimed it (a new lease), and that claim is left alone.
+ * one stored: once it ended, another sender may have claimed it (a new lease), and that claim is left alone. One set
+ * aside meanwhile (its endpoint disabled) stays set aside, no longer in the sender's hands: due at once when resumed.
  */
 export async function releaseDeliveries(db: Db, deliveries: readonly LeasedDelivery[], now: Date): Promise<void> {
   if (deliveries.length === 0) return;
   await db.query(
     `WITH locked AS (SELECT delivery_id FROM webhooks.deliveries WHERE delivery_id = ANY($1::uuid[]) ORDER BY delivery_id FOR UPDATE)
-     UPDATE webhooks.deliveries d SET next_attempt_at = $3
+     UPDATE webhooks.deliveries d SET next_attempt_at = CASE WHEN d.next_attempt_at IS NULL THEN NULL ELSE $3::timestamptz END, claimed_until = NULL
        FROM unnest($1::uuid[], $2::timestamptz[]) AS l(delivery_id, lease_until), locked k
-      WHERE d.delivery_id = l.delivery_id AND k.delivery_id = d.delivery_id AND d.status = 'pending' AND d.next_attempt_at = l.lease_until`,
+      WHERE d.delivery_id = l.delivery_id AND k.delivery_id = d.delivery_id AND d.status = 'pending'
+        AND (d.next_attempt_at = l.lease_until OR (d.next_attempt_at IS NULL AND d.claimed_until = l.lease_until))`,
     [deliveries.map((d) => d.deliveryId), deliveries.map((d) => d.leaseUntil), now],
   );
 }
@@ -346,14 +373,24 @@ export async function listDeliveryAttempts(
 }
 
 /**
+ * A pending delivery in a sender's hands (posted, or waiting in its lane): its claim's lease is running and its due
+ * time is still that lease, or none (set aside since: its endpoint disabled). Recorded or given back, its claim's
+ * lease is cleared; never claimed, or by a version before, it has none. Made due now, a second sender would post it
+ * beside the first request.
+ */
+const IN_FLIGHT = `COALESCE(status = 'pending' AND claimed_until > $3::timestamptz AND (next_attempt_at = claimed_until OR next_attempt_at IS NULL), false)`;
+
+/**
  * Queues a delivery of the endpoint again, due now (a failed one starts a fresh schedule); set aside instead while
- * the endpoint is disabled (due when it is enabled again). Undefined: no such delivery.
+ * the endpoint is disabled (due when it is enabled again); in a sender's hands, it is left there with the retry noted,
+ * and the record of that attempt makes it due (recordAttempts). Undefined: no such delivery.
  */
 export async function requeueDelivery(db: Db, endpointId: string, deliveryId: string, now: Date): Promise<{ webhookId: string } | undefined> {
   // a pending delivery keeps its attempts (its schedule still ends after about three days); a finished one starts afresh
   const { rows } = await db.query(
     `UPDATE webhooks.deliveries SET status = 'pending', attempts = CASE WHEN status = 'pending' THEN attempts ELSE 0 END, completed_at = NULL,
-            next_attempt_at = CASE WHEN ${ENDPOINT_ENABLED} THEN $3::timestamptz END
+            retry_asked = ${IN_FLIGHT},
+            next_attempt_at = CASE WHEN ${IN_FLIGHT} THEN next_attempt_at WHEN ${ENDPOINT_ENABLED} THEN $3::timestamptz END
       WHERE endpoint_id = $1 AND delivery_id = $2 RETURNING webhook_id`,
     [endpointId, deliveryId, now],
   );
@@ -400,7 +437,8 @@ const ENDPOINT_ENABLED = `COALESCE((SELECT e.enabled FROM rm_webhooks.endpoints 
 /**
  * Sets a disabled endpoint's queued deliveries aside (no due time): the claim's scan of the due index stops before
  * them, so the deliveries of an endpoint disabled after days of failures cost every other endpoint's claims nothing.
- * A delivery in flight at that moment gets its next retry from its attempt and is passed over while disabled.
+ * A delivery in flight at that moment keeps its claim's lease (claimed_until) and, recorded while disabled, stays
+ * set aside (recordAttempts).
  */
 export async function setDeliveriesAside(db: Db, endpointId: string): Promise<void> {
   await db.query(
@@ -409,10 +447,15 @@ export async function setDeliveriesAside(db: Db, endpointId: string): Promise<vo
   );
 }
 
-/** Makes the deliveries set aside while the endpoint was disabled due now (it was enabled again). */
+/**
+ * Makes the deliveries set aside while the endpoint was disabled due now (it was enabled again), but those still in a
+ * sender's hands (their claim's attempt not recorded, its lease running): due at that lease again, so no claim takes
+ * them beside their request in flight, and the record of its attempt decides what follows.
+ */
 export async function resumeDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = $2 WHERE ${pendingOfEndpointLocked('next_attempt_at IS NULL')}`,
+    `UPDATE webhooks.deliveries SET next_attempt_at = CASE WHEN claimed_until > $2 THEN claimed_until ELSE $2 END
+      WHERE ${pendingOfEndpointLocked('next_attempt_at IS NULL')}`,
     [endpointId, now],
   );
 }

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command } from 'commander';
 import { loadConfig } from './config';
 import { cliFailureText } from './cli/startup-errors';
@@ -12,10 +14,21 @@ import { registerSeedCommands } from './cli/seed';
 import { registerImportMessagesCommands } from './cli/import-messages';
 import { registerCompanyCommands } from './cli/companies';
 
-// The `switchboard` command. Each group registers its sub-commands; add new groups here.
+/** The version of package.json, next to `src/` and `dist/` alike. */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown (package.json not found)';
+  }
+}
+
+// The `switchboard` command. Each group registers its sub-commands; add new groups here. Without a command it
+// prints its help on stderr and exits 1, as for any other mistake in the arguments (docs/install.md).
 export function buildCli(): Command {
   const program = new Command('switchboard')
     .description('Switchboard: business-messaging API (event-sourced). Configuration comes from the environment.')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .showHelpAfterError();
   registerServeCommands(program);
   registerProjectionCommands(program);

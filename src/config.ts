@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_RATE_LIMIT_PER_MINUTE } from './commands/provisioning/company/decider';
 import { parseEsdbConnectionString } from './shared/esdb-connection-string';
 
 const isProxyUrl = (v: string): boolean => {
@@ -24,6 +25,29 @@ const optional = z
 
 const PORT_NUMBER = 'a port number from 1 to 65535 (unset: no listener)';
 
+/**
+ * A whole number in decimal digits from `min` to `max` (blanks around it ignored). `Number()` alone, as `z.coerce`
+ * does, also takes `0x10`, `1e3`, `0b11`, `+5` and `1.0`: a value an operator may read otherwise than the service.
+ * Every failure gives `expected`, which says what to write.
+ */
+function wholeNumber(min: number, max: number, expected = wholeNumberExpected(min, max)) {
+  return z
+    .string({ error: expected })
+    .trim()
+    .regex(/^\d+$/, expected)
+    .transform(Number)
+    .pipe(z.number().int(expected).min(min, expected).max(max, expected));
+}
+
+const wholeNumberExpected = (min: number, max: number): string => `a whole number from ${min} to ${max}, in decimal digits`;
+
+/**
+ * Export pages streaming at once: each holds a connection of the export's own pool, whose size this is, so it must
+ * fit the Postgres's `max_connections` beside the service's other pools (40 connections a `serve`; the embedded
+ * Postgres allows 200).
+ */
+const MAX_EXPORTS_AT_ONCE = 100;
+
 /** The form of EVENTSTORE_URL, for messages (a server without TLS, as docker-compose.yml runs it). */
 export const EVENTSTORE_URL_FORM = 'esdb://host:2113?tls=false';
 
@@ -45,12 +69,9 @@ function esdbUrlProblem(url: string): string | undefined {
 const configSchema = z
   .object({
     // empty is unset (the default), not port 0 (any free port: what an explicit 0 asks for)
-    PORT: z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? undefined : v), z.coerce.number().int().min(0).max(65535).default(8080)),
+    PORT: wholeNumber(0, 65_535, 'a port number from 0 to 65535 (0: any free port)').default(8080),
     HOST: z.string().default('127.0.0.1'),
-    WORKER_OPS_PORT: z.preprocess(
-      (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
-      z.coerce.number({ error: PORT_NUMBER }).int(PORT_NUMBER).min(1, PORT_NUMBER).max(65_535, PORT_NUMBER).optional(),
-    ),
+    WORKER_OPS_PORT: wholeNumber(1, 65_535, PORT_NUMBER).optional(),
     DATA_DIR: z.string().default('./.switchboard'),
     DATABASE_URL: optional.refine((v) => v === undefined || isPostgresUrl(v), 'not a postgres:// URL (postgres://user:password@host:5432/database)'),
     EVENT_STORE: z.enum(['postgres', 'esdb']).default('postgres'),
@@ -64,24 +85,24 @@ const configSchema = z
     PROVIDER_APP_SECRET: optional,
     PROVIDER_VERIFY_TOKEN: optional,
     SANDBOX_DELIVERY: z.enum(['auto', 'off']).default('auto'),
-    SEND_OUTCOME_UNKNOWN_AFTER_S: z.coerce.number().int().min(1).max(86_400).default(600),
+    SEND_OUTCOME_UNKNOWN_AFTER_S: wholeNumber(1, 86_400).default(600),
     ANONYMIZATION_SECRET: optional,
     API_KEY_PEPPER: optional,
     API_KEY_PREFIX: z
       .string()
       .regex(/^[a-z][a-z0-9]*$/, 'lowercase letters and digits')
       .default('sbk'),
-    STARTUP_WAIT_S: z.coerce.number().int().min(1).max(3_600).default(60),
+    STARTUP_WAIT_S: wholeNumber(1, 3_600).default(60),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    EXPORT_MAX_CONCURRENT: z.coerce.number().int().min(1).default(4),
-    EXPORT_MAX_PER_KEY: z.coerce.number().int().min(1).default(2),
+    EXPORT_MAX_CONCURRENT: wholeNumber(1, MAX_EXPORTS_AT_ONCE).default(4),
+    EXPORT_MAX_PER_KEY: wholeNumber(1, MAX_EXPORTS_AT_ONCE).default(2),
     RATE_LIMIT_ENABLED: z.enum(['true', 'false']).default('true'),
-    RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60_000),
-    RATE_LIMIT_SYNC_MS: z.coerce.number().int().min(10).max(60_000).default(200),
+    RATE_LIMIT_PER_MINUTE: wholeNumber(1, MAX_RATE_LIMIT_PER_MINUTE).default(60_000), // a company's own limit's too
+    RATE_LIMIT_SYNC_MS: wholeNumber(10, 60_000).default(200),
     WEBHOOKS_ALLOW_PRIVATE_URLS: z.enum(['true', 'false']).default('false'),
     WEBHOOKS_ALLOW_HTTP: z.enum(['true', 'false']).default('false'),
-    WEBHOOKS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(30),
-    WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: z.coerce.number().int().min(1).max(100_000).default(100),
+    WEBHOOKS_RETENTION_DAYS: wholeNumber(1, 3_650).default(30),
+    WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: wholeNumber(1, 100_000).default(100),
     WEBHOOKS_PROXY_URL: optional.refine((v) => v === undefined || isProxyUrl(v), 'not an http:// or https:// proxy URL (http://egress-proxy.internal:4750)'),
   })
   .superRefine((c, ctx) => {

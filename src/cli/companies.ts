@@ -4,7 +4,7 @@ import { readModelsUpToDate } from '../commands/provisioning/read-models';
 import { listCompanyRateLimits } from '../projections/ratelimits/queries';
 import type { Services } from '../services';
 import { positiveId, positiveInt } from './args';
-import { exitOnFailure, failWith } from './failure';
+import { CliUsageError, exitOnFailure, failWith } from './failure';
 import { withCliRuntime } from './runtime';
 
 const companiesAction = (fn: (s: Services) => Promise<void>) =>
@@ -13,7 +13,7 @@ const companiesAction = (fn: (s: Services) => Promise<void>) =>
       try {
         await fn(s);
       } catch (err) {
-        failWith('companies', err);
+        failWith('switchboard', err);
       }
     }),
   );
@@ -29,8 +29,7 @@ export function registerCompanyCommands(program: Command): void {
     .option('--default', 'back to the service default (RATE_LIMIT_PER_MINUTE)')
     .action((opts: { company: number; perMinute?: number; default?: boolean }) => {
       if ((opts.perMinute === undefined) === (opts.default !== true)) {
-        process.stderr.write('companies rate-limit: give exactly one of --per-minute <n> and --default\n');
-        process.exit(1);
+        throw new CliUsageError('companies rate-limit takes exactly one of --per-minute <n> and --default');
       }
       return companiesAction(async (s) => {
         const perMinute = opts.perMinute ?? null;
@@ -45,7 +44,7 @@ export function registerCompanyCommands(program: Command): void {
     .description('the companies with their own limit (every other company has RATE_LIMIT_PER_MINUTE)')
     .action(() =>
       companiesAction(async (s) => {
-        await readModelsUpToDate(s);
+        await readModelsUpToDate(s, ['ratelimits']);
         process.stdout.write(`default: ${s.config.rateLimit.perMinute} requests per minute per API key${s.config.rateLimit.enabled ? '' : ' (rate limiting is off)'}\n`);
         for (const l of await listCompanyRateLimits(s.pool)) {
           process.stdout.write(`company ${l.companyId}: ${l.perMinute} (set ${l.setAt.toISOString()})\n`);

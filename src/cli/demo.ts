@@ -24,7 +24,7 @@ export function registerDemoCommands(program: Command): void {
             printDemo(result, baseUrlOf(s.config), s.now());
           } catch (err) {
             progressDone();
-            failWith('demo', err);
+            failWith('switchboard', err);
           }
         }),
       ),

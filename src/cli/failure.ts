@@ -25,10 +25,14 @@ export async function exitOnFailure(action: () => Promise<unknown>): Promise<voi
   }
 }
 
-/** Prints an expected failure (invalid document, broken rule) under `label` and throws CliFailure; rethrows others. */
-export function failWith(label: string, err: unknown): never {
-  if (err instanceof FixtureError) process.stderr.write(`${label}: ${err.message}\nnothing was appended\n`);
-  else if (err instanceof FixtureContactsError || err instanceof DomainError) process.stderr.write(`${label}: ${err.message}\n`);
+/**
+ * Prints an expected failure (invalid document, broken rule) after `prefix` (the CLI's commands: `switchboard`, as
+ * every user error, docs/install.md) and throws CliFailure; rethrows others. An invalid fixture: its problems one a
+ * line under the first, then `nothing was appended`.
+ */
+export function failWith(prefix: string, err: unknown): never {
+  if (err instanceof FixtureError) process.stderr.write(`${prefix}: ${err.message}\nnothing was appended\n`);
+  else if (err instanceof FixtureContactsError || err instanceof DomainError) process.stderr.write(`${prefix}: ${err.message}\n`);
   else throw err;
   throw new CliFailure(err.message);
 }

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createReadStream, promises as fsp } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import type { Position } from '../ports/event-store';
@@ -8,10 +7,10 @@ import { catchUpConversations, ConversationRecorder } from '../commands/conversa
 import type { MessageToRecord } from '../commands/conversation/decider';
 import { parseMessageRecord } from '../commands/conversation/message-input';
 import type { Services } from '../services';
-import { CliUsageError } from './failure';
+import { openInputFile } from './input-file';
 import { withCliRuntime } from './runtime';
 
-// `switchboard import-messages FILE`: chat messages of `contracts/conversation-messages.md`, one JSON object
+// `switchboard import-messages FILE`: chat messages of `../shared/contracts/conversation-messages.md`, one JSON object
 // per line (FILE `-` reads stdin). Every line is judged on its own: a rejected line is reported on stderr with
 // its line number and reason, and the valid lines around it are still recorded. Idempotent: importing the
 // same file again records nothing. Summary on stdout: `recorded N, unchanged M, rejected K`; exit status 1
@@ -114,17 +113,11 @@ export async function importMessages(
 export function registerImportMessagesCommands(program: Command): void {
   program
     .command('import-messages')
-    .description('record chat messages from an NDJSON file (contracts/conversation-messages.md); FILE - reads stdin')
+    .description('record chat messages from an NDJSON file (../shared/contracts/conversation-messages.md); FILE - reads stdin')
     .argument('<file>', 'NDJSON file, one message record per line')
     .action(async (file: string) => {
-      // fail early and plainly on an unreadable file, before starting the runtime
-      if (file !== '-') {
-        const stat = await fsp.stat(file).catch((err: NodeJS.ErrnoException) => {
-          throw new CliUsageError(`cannot read ${file}: ${err.code === 'ENOENT' ? 'no such file' : err.message}`);
-        });
-        if (!stat.isFile()) throw new CliUsageError(`cannot read ${file}: not a file`);
-      }
-      const input = file === '-' ? process.stdin : createReadStream(file);
+      // fail early and plainly on a file that cannot be read, before starting the runtime
+      const input = file === '-' ? process.stdin : (await openInputFile(file, { empty: 'no message records to import' })).createReadStream();
       const summary = await withCliRuntime((services) =>
         importMessages(services, input, { stdout: process.stdout, stderr: process.stderr, progress: process.stderr.isTTY === true }),
       );

@@ -12,7 +12,7 @@ const keysAction = (fn: (s: Services) => Promise<void>) =>
       try {
         await fn(s);
       } catch (err) {
-        failWith('keys', err);
+        failWith('switchboard', err);
       }
     }),
   );

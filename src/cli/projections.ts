@@ -1,9 +1,16 @@
 import type { Command } from 'commander';
 import { CliUsageError } from './failure';
 import { allProjections, projectionByName } from '../projections/registry';
-import { RebuildRunningError, rebuildProjection } from '../projections/rebuild';
+import { interruptedRebuildNote, RebuildRunningError, rebuildInterrupted, rebuildProjection, rebuildRunning } from '../projections/rebuild';
 import { readCheckpoints } from '../projections/store';
 import { progress, progressDone, withCliRuntime } from './runtime';
+
+/**
+ * The code's version, and the stored one when it differs: a version change's rebuild is pending (the next `serve` or
+ * `worker` runs it) or running.
+ */
+const versionCell = (version: number, stored: number | null): string =>
+  stored === null || stored === version ? String(version) : `${version} (stored ${stored})`;
 
 export function registerProjectionCommands(program: Command): void {
   const projections = program.command('projections').description('read models: status and zero-downtime rebuild');
@@ -19,24 +26,29 @@ export function registerProjectionCommands(program: Command): void {
         for (const p of allProjections) {
           const cp = checkpoints.get(p.name);
           const lag = cp ? await s.store.countAfter(cp.position) : await s.store.countAfter('' as never);
+          // the guard, not the stored state, says whether a rebuild runs (a killed one leaves `rebuilding`)
+          const interrupted = await rebuildInterrupted(s.pool, p);
+          const rebuilding = !interrupted && (await rebuildRunning(s.pool, p.name));
           rows.push({
             name: p.name,
             version: p.version,
             storedVersion: cp?.version ?? null,
             position: cp?.position || '(start)',
             lag,
-            state: cp?.state ?? 'not created',
-            error: cp?.error ?? null,
+            state: interrupted ? 'rebuild interrupted' : rebuilding ? 'rebuilding' : (cp?.state ?? 'not created'),
+            error: interrupted ? interruptedRebuildNote(p) : (cp?.error ?? null),
           });
         }
         if (opts.json) for (const r of rows) process.stdout.write(`${JSON.stringify(r)}\n`);
         else {
-          process.stdout.write(`${'projection'.padEnd(16)}${'version'.padEnd(9)}${'position'.padEnd(22)}${'lag'.padEnd(10)}state\n`);
-          for (const r of rows) {
+          const versions = rows.map((r) => versionCell(r.version, r.storedVersion));
+          const width = Math.max('version'.length, ...versions.map((v) => v.length)) + 2;
+          process.stdout.write(`${'projection'.padEnd(16)}${'version'.padEnd(width)}${'position'.padEnd(22)}${'lag'.padEnd(10)}state\n`);
+          rows.forEach((r, i) => {
             process.stdout.write(
-              `${r.name.padEnd(16)}${String(r.version).padEnd(9)}${r.position.padEnd(22)}${String(r.lag).padEnd(10)}${r.state}${r.error ? ` (${r.error})` : ''}\n`,
+              `${r.name.padEnd(16)}${versions[i].padEnd(width)}${r.position.padEnd(22)}${String(r.lag).padEnd(10)}${r.state}${r.error ? ` (${r.error})` : ''}\n`,
             );
-          }
+          });
         }
       }),
     );

@@ -60,6 +60,74 @@ export async function rebuildForVersionChange(
   });
 }
 
+const guardKeyOf = (name: string): string => `rebuild:${name}`;
+
+/**
+ * Whether a process holds the projection's rebuild guard: a rebuild of it is running. Read from `pg_locks` (a
+ * bigint advisory key is its `classid` and `objid` halves): taking the guard to find out would turn away a rebuild
+ * starting at that moment. The stored `rebuilding` state cannot tell: a killed rebuild leaves it, and the live
+ * runner's batches overwrite it while a rebuild runs.
+ */
+export async function rebuildRunning(db: Pool | PoolClient, name: string): Promise<boolean> {
+  const r = await db.query<{ running: boolean }>(
+    `SELECT EXISTS (
+       SELECT 1 FROM pg_locks
+        WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND ((classid::bigint << 32) | objid::bigint) = hashtext($1)::bigint) AS running`,
+    [guardKeyOf(name)],
+  );
+  return r.rows[0].running;
+}
+
+/**
+ * Whether a rebuild of `p` stopped before its swap with no process still at it (killed, or its host lost): the
+ * checkpoint says `rebuilding` or the fresh schema is left, and nobody holds the guard. The live tables serve as
+ * ever; what is left is a partial `<schema>__next` (disk) and a state that says a rebuild runs.
+ */
+export async function rebuildInterrupted(db: Pool | PoolClient, p: Projection): Promise<boolean> {
+  // read again after the guard: a rebuild that swapped and let go of it in between left nothing
+  return (await rebuildLeftSomething(db, p)) && !(await rebuildRunning(db, p.name)) && rebuildLeftSomething(db, p);
+}
+
+async function rebuildLeftSomething(db: Pool | PoolClient, p: Projection): Promise<boolean> {
+  const r = await db.query<{ left: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM projections.checkpoints WHERE name = $1 AND state = 'rebuilding')
+         OR EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $2) AS left`,
+    [p.name, rebuildSchemaOf(p)],
+  );
+  return r.rows[0].left;
+}
+
+/** What `projections status` says of an interrupted rebuild (`rebuildInterrupted`). */
+export const interruptedRebuildNote = (p: Projection): string =>
+  `a rebuild stopped before its swap (its process ended): the live tables serve as before; the next start of \`serve\` or `
+  + `\`worker\` drops its partial tables (${rebuildSchemaOf(p)}), or run \`switchboard projections rebuild ${p.name}\` again`;
+
+/**
+ * Drops what an interrupted rebuild of `p` left (its fresh schema; its `rebuilding` state, back to `running` with
+ * a note), holding the guard, so a rebuild running meanwhile is left alone: true when something was cleared.
+ * `serve` and `worker` call it at start (a version change's rebuild then starts afresh at the first batch).
+ */
+export async function clearInterruptedRebuild(pool: Pool, p: Projection): Promise<boolean> {
+  if (!(await rebuildInterrupted(pool, p))) return false;
+  const cleared = await underRebuildGuard(pool, p, async () => {
+    if (!(await rebuildLeftSomething(pool, p))) return false; // another process's rebuild ended in between
+    await inTx(pool, async (tx) => {
+      await tx.query(`DROP SCHEMA IF EXISTS ${rebuildSchemaOf(p)} CASCADE`);
+      await tx.query(
+        `UPDATE projections.checkpoints SET state = 'running', error = $2, updated_at = now() WHERE name = $1 AND state = 'rebuilding'`,
+        [p.name, INTERRUPTED_CLEARED],
+      );
+    });
+    return true;
+  });
+  return cleared === true;
+}
+
+/** The checkpoint's note once an interrupted rebuild's tables are dropped (cleared by the next applied batch). */
+export const INTERRUPTED_CLEARED = "an interrupted rebuild's partial tables were dropped at start";
+
 /**
  * Runs `rebuild` holding the projection's rebuild guard (one rebuild of a projection at a time, across
  * processes, held by a session lock); `busy` without running it when another process holds the guard.
@@ -68,7 +136,7 @@ async function underRebuildGuard<T>(pool: Pool, p: Projection, rebuild: () => Pr
   const guard = await pool.connect();
   let broken: Error | undefined;
   try {
-    const got = await guard.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`rebuild:${p.name}`]);
+    const got = await guard.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [guardKeyOf(p.name)]);
     if (!got.rows[0].ok) return 'busy';
     try {
       return await rebuild();
@@ -151,6 +219,7 @@ async function replayAndSwap(
         `rebuild failed: ${(err as Error).message}`.slice(0, 2000),
       ])
       .catch(() => undefined);
+    await pool.query(`DROP SCHEMA IF EXISTS ${next} CASCADE`).catch(() => undefined); // its partial tables
     throw err;
   }
 }

@@ -4,7 +4,7 @@ import { StatisticsKeeper } from '../projections/statistics';
 import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
 import { applyHandled, appliesTo, type Projection } from '../projections/projection';
 import { ensureProjection, readCheckpoint, readCheckpoints } from '../projections/store';
-import { rebuildForVersionChange } from '../projections/rebuild';
+import { clearInterruptedRebuild, rebuildForVersionChange } from '../projections/rebuild';
 import { ReadModelTimeoutError } from '../ports/read-models';
 import { literal, type OpenedRow, openedRow, openingStatement } from './projection-batch-sql';
 import { SharedLogReader } from './shared-log-reader';
@@ -85,10 +85,20 @@ export class ProjectionRunner {
 
   async start(): Promise<void> {
     await this.prepare();
+    await this.clearInterruptedRebuilds();
     this.running = true;
     this.unsubscribe = this.store.onAppended(() => this.kick());
     for (const p of this.projections) this.loops.push(this.loop(p));
     this.statistics.start();
+  }
+
+  /** Drops what rebuilds stopped before their swap left (a killed `projections rebuild`, a killed process's version change). */
+  private async clearInterruptedRebuilds(): Promise<void> {
+    for (const p of this.projections) {
+      if (await clearInterruptedRebuild(this.pool, p)) {
+        this.options.logger?.warn({ projection: p.name }, "an interrupted rebuild's partial tables were dropped");
+      }
+    }
   }
 
   async stop(): Promise<void> {
@@ -161,6 +171,13 @@ export class ProjectionRunner {
         for (const cp of await readCheckpoints(this.pool)) this.positions.set(cp.name, cp.position);
       }
     }
+  }
+
+  /** The projections of these names (unknown names are a programming error). */
+  named(names: readonly string[]): Projection[] {
+    const found = this.projections.filter((p) => names.includes(p.name));
+    if (found.length !== new Set(names).size) throw new Error(`unknown projection among ${names.join(', ')}`);
+    return found;
   }
 
   /** The projections that handle any of these event types (what a command must wait for). */
@@ -325,14 +342,15 @@ export class ProjectionRunner {
   }
 
   /**
-   * Runs until every projection has applied everything appended so far (tests, CLI), or until `deadline` (epoch
-   * ms): false when it gave up there, behind the head (an older transaction holding readAll back, or another
-   * process holding a projection).
+   * Runs until every given projection (all by default) has applied everything appended so far (tests, CLI), or
+   * until `deadline` (epoch ms): false when it gave up there, behind the head (an older transaction holding readAll
+   * back, or another process holding a projection). A caller that reads some read models names them: the others
+   * may be in a version change's rebuild, which it would otherwise wait for (or run itself) to the end.
    */
-  async catchUp(deadline = Number.POSITIVE_INFINITY): Promise<boolean> {
+  async catchUp(deadline = Number.POSITIVE_INFINITY, projections: readonly Projection[] = this.projections): Promise<boolean> {
     const head = await this.store.headPosition();
     if (head === START) return true;
-    for (const p of this.projections) {
+    for (const p of projections) {
       while (!this.hasPassed(p.name, head)) {
         if (Date.now() >= deadline) return false;
         const read = await this.runBatch(p);

@@ -91,7 +91,7 @@ d('review: CLI operator paths (built CLI, test database)', () => {
   it('keys issue --expires on a day the calendar does not have is refused, not moved to another day', () => {
     const r = run(['keys', 'issue', '--company', String(EXAMPLE.companyId), '--name', 'leap', '--expires', '2099-02-30']);
     expect({ status: r.status, stdout: r.stdout }).toEqual({ status: 1, stdout: '' });
-    expect(r.lines).toEqual(['keys: --expires must be an ISO 8601 date-time, got "2099-02-30"']);
+    expect(r.lines).toEqual(['switchboard: --expires must be an ISO 8601 date-time, got "2099-02-30"']);
     expect(run(['keys', 'list', '--json']).stdout).not.toContain('"leap"');
   });
 
@@ -134,7 +134,7 @@ d('review: CLI operator paths (built CLI, test database)', () => {
     const r = run(['keys', 'list'], { PORT: 'abc' });
     expect(r.status).toBe(1);
     expect(r.lines).toEqual([
-      'switchboard: cannot start: invalid configuration: PORT: Invalid input: expected number, received NaN; correct those environment variables and start again',
+      'switchboard: cannot start: invalid configuration: PORT: a port number from 0 to 65535 (0: any free port); correct those environment variables and start again',
     ]);
   });
 });

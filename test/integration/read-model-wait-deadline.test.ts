@@ -70,7 +70,7 @@ describe('read-model waits while a transaction holds the event log back', () => 
     const pid = await holdTransactionOpen();
     await revokeSomeKey();
 
-    await expect(readModelsUpToDate(t.services, 300)).rejects.toEqual(naming(pid));
+    await expect(readModelsUpToDate(t.services, ['accounts'], 300)).rejects.toEqual(naming(pid));
   });
 
   it("the seed's wait for its contacts gives up at its deadline too", async () => {

@@ -14,7 +14,7 @@ describe('config: a variable set to nothing is its default', () => {
   });
 
   it('a value that is not blank is still checked', () => {
-    expect(() => loadConfig({ RATE_LIMIT_PER_MINUTE: '0' })).toThrow('RATE_LIMIT_PER_MINUTE: Too small');
+    expect(() => loadConfig({ RATE_LIMIT_PER_MINUTE: '0' })).toThrow('RATE_LIMIT_PER_MINUTE: a whole number from 1 to 1000000000, in decimal digits');
     expect(loadConfig({ DATA_DIR: ' /srv/sb' }).dataDir).toBe(' /srv/sb');
   });
 });

@@ -45,7 +45,7 @@ export async function issueApiKey(services: Services, input: IssueKeyInput, ctx:
     if (t <= services.now().getTime()) throw new DomainError('INVALID_KEY', `--expires ${input.expiresAt} is not in the future`);
     expiresAt = new Date(t).toISOString();
   }
-  await readModelsUpToDate(services);
+  await readModelsUpToDate(services, ['business']); // the company and its user
   if (input.scope === 'global') {
     if (input.companyId !== undefined || input.userId !== undefined) throw new DomainError('INVALID_KEY', 'a global key has no company and no user');
   } else {
@@ -91,7 +91,7 @@ export interface KeyListing {
 }
 
 export async function listKeys(services: Services, companyId?: number): Promise<KeyListing[]> {
-  await readModelsUpToDate(services);
+  await readModelsUpToDate(services, ['apikeys']);
   const now = services.now().getTime();
   const status = (k: ApiKeyRecord): KeyListing['status'] =>
     k.revoked ? 'revoked' : k.expiresAt && k.expiresAt.getTime() <= now ? 'expired' : 'active';

@@ -20,9 +20,12 @@ export class ReadModelsBehindError extends DomainError {
   }
 }
 
-/** Brings every read model up to what is appended so far (commands that validate against read models). */
-export async function readModelsUpToDate(services: Services, timeoutMs = 60_000): Promise<void> {
-  if (await services.runner.catchUp(Date.now() + timeoutMs)) return;
+/**
+ * Brings the read models a command validates against (`readModels`, by name) up to what is appended so far. Only
+ * those: another may be in a version change's rebuild, which the command would otherwise wait for to its end.
+ */
+export async function readModelsUpToDate(services: Services, readModels: readonly string[], timeoutMs = 60_000): Promise<void> {
+  if (await services.runner.catchUp(Date.now() + timeoutMs, services.runner.named(readModels))) return;
   throw await readModelsBehind(services, `the read models did not catch up with the event log within ${timeoutMs} ms`, true);
 }
 
@@ -39,11 +42,12 @@ export async function awaitReadModels(
   target?: string,
 ): Promise<void> {
   if (!position) return;
-  const affected = services.runner.affectedBy(types).map((p) => p.name);
+  const projections = services.runner.affectedBy(types);
+  const affected = projections.map((p) => p.name);
   if (affected.length === 0) return;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const caughtUp = await services.runner.catchUp(deadline);
+    const caughtUp = await services.runner.catchUp(deadline, projections);
     const rows = (await readCheckpoints(services.pool)).filter((cp) => affected.includes(cp.name));
     const passed = rows.length === affected.length
       && rows.every((cp) => cp.position !== START && services.store.comparePositions(cp.position, position) >= 0);

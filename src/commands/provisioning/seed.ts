@@ -58,7 +58,7 @@ export async function seedFixture(services: Services, document: unknown, options
   if (contactIssues.length) throw new FixtureError(contactIssues);
 
   // Read models must be current for the ownership checks.
-  await readModelsUpToDate(services);
+  await readModelsUpToDate(services, ['accounts', 'business', 'contacts']); // ownership, then the contact lists
   const conflicts = await checkOwnership(services, fixture);
   if (conflicts.length) throw new FixtureError(conflicts);
 

@@ -155,9 +155,33 @@ export function assembleServices(input: AssembleInput): Services {
   };
 }
 
+/**
+ * How long a stop lets HTTP requests finish before it ends their connections: a client that stopped reading an export
+ * page would otherwise hold the stop until the forced exit (30 s, src/cli/serve.ts), and the workers after it would
+ * never stop gracefully (a bulk window's answers unrecorded, webhooks sent and not recorded, so sent again).
+ */
+export const HTTP_DRAIN_MS = 20_000;
+
+async function closeWithin(app: FastifyInstance, ms: number, logger: Logger): Promise<void> {
+  const closed = app.close();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'deadline'>((ok) => (timer = setTimeout(() => ok('deadline'), ms)));
+  if ((await Promise.race([closed.then(() => 'closed' as const), deadline])) === 'deadline') {
+    logger.warn({ ms }, 'HTTP requests still running at the drain deadline: closing their connections');
+    app.server.closeAllConnections();
+  }
+  clearTimeout(timer);
+  await closed;
+}
+
+/** The process's logger (pino at LOG_LEVEL, API keys redacted). */
+export function createLogger(config: Config): Logger {
+  return pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'headers["x-api-key"]'] });
+}
+
 /** The composition root: picks adapters from config, wires, starts what the role runs. */
-export async function startRuntime(config: Config, role: Role): Promise<Runtime> {
-  const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'headers["x-api-key"]'] });
+export async function startRuntime(config: Config, role: Role, options: { logger?: Logger } = {}): Promise<Runtime> {
+  const logger = options.logger ?? createLogger(config);
   const cleanups: Array<() => Promise<unknown>> = [];
   const cleanup = async () => {
     for (const fn of cleanups.reverse()) await fn().catch((err) => logger.error({ err }, 'shutdown step failed'));
@@ -232,14 +256,14 @@ export async function startRuntime(config: Config, role: Role): Promise<Runtime>
     if (role === 'serve') {
       app = await buildApp(services, { logger: { level: config.logLevel, redact: ['req.headers["x-api-key"]'] } });
       // Closing the app first: stop taking requests, let in-flight ones finish.
-      cleanups.push(() => app!.close());
+      cleanups.push(() => closeWithin(app!, HTTP_DRAIN_MS, logger));
       url = await startupStep('http', `${config.http.host}:${config.http.port}`, () => app!.listen({ port: config.http.port, host: config.http.host }));
     }
     let opsUrl: string | undefined;
     const opsPort = config.worker.opsPort;
     if (role === 'worker' && opsPort !== undefined) {
       const ops = await buildOpsApp(services, { logger: { level: config.logLevel } });
-      cleanups.push(() => ops.close());
+      cleanups.push(() => closeWithin(ops, HTTP_DRAIN_MS, logger));
       opsUrl = await startupStep('ops-http', `${config.http.host}:${opsPort}`, () => ops.listen({ port: opsPort, host: config.http.host }));
     }
     return { services, app, url, opsUrl, stop: cleanup };

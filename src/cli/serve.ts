@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../config';
-import { type Role, type Runtime, startRuntime } from '../main';
+import type { Logger } from 'pino';
+import { type Config, loadConfig } from '../config';
+import { createLogger, type Role, type Runtime, startRuntime } from '../main';
 import { reportStartupFailure } from './startup-errors';
 
 export function registerServeCommands(program: Command): void {
@@ -14,52 +15,85 @@ export function registerServeCommands(program: Command): void {
     .action(() => run('worker'));
 }
 
+/** How long a graceful stop may take before the process exits anyway (docs/core.md, "Runtime"). */
+export const FORCED_EXIT_MS = 30_000;
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+
 async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const started = Date.now();
-  const runtime = await start(role);
-  const log = runtime.services.logger;
+  const config = loadOrExit();
+  const log = createLogger(config);
+  // Listening from the very start: a signal during start-up (a wait for Kafka, say) stops what started once it has,
+  // rather than killing the process by default and orphaning the embedded Postgres it spawned.
+  const stop = listenForStopSignals(log);
+  const runtime = await start(config, role, log);
   if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
   else if (runtime.opsUrl) process.stdout.write(`switchboard worker started; /healthz, /readyz and /metrics on ${runtime.opsUrl} (ready in ${Date.now() - started} ms)\n`);
   else log.info({ ms: Date.now() - started }, 'worker started');
-  let stopping = false;
-  let hooksDone: Promise<void> = Promise.resolve();
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down: no new requests, finishing in-flight work');
-    const force = setTimeout(() => {
-      log.error('shutdown took too long; exiting');
-      process.exit(1);
-    }, 30_000);
-    force.unref();
-    await hooksDone;
-    await runtime.stop();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
-
-  hooksDone = (async () => {
-    for (const hook of onServeStarted) {
-      if (stopping) return;
-      try {
-        await hook(runtime);
-      } catch (err) {
-        log.error({ err }, 'start-up hook failed');
-      }
-    }
-  })();
+  const hooksDone = runStartedHooks(runtime, stop.requested);
+  await stop.signalled;
   await hooksDone;
+  await runtime.stop();
+  process.exit(0);
+}
+
+/**
+ * The first SIGTERM or SIGINT asks for a graceful stop and arms the forced exit; any later one (either signal)
+ * exits at once. Both forced exits go through process.exit (code 1), so the exit hooks still stop the embedded
+ * Postgres (Node's default for a signal with no listener would kill the process and leave it running).
+ */
+function listenForStopSignals(log: Logger): { signalled: Promise<void>; requested: () => boolean } {
+  let signal: string | undefined;
+  let resolveSignalled!: () => void;
+  const signalled = new Promise<void>((ok) => (resolveSignalled = ok));
+  const onSignal = (received: string) => {
+    if (signal !== undefined) {
+      log.error({ signal: received, first: signal }, 'second signal during shutdown; exiting now');
+      process.exit(1);
+    }
+    signal = received;
+    log.info({ signal }, 'shutting down: no new requests, finishing in-flight work');
+    setTimeout(() => {
+      log.error({ signal, ms: FORCED_EXIT_MS }, 'shutdown took too long; exiting');
+      process.exit(1);
+    }, FORCED_EXIT_MS).unref();
+    resolveSignalled();
+  };
+  for (const s of STOP_SIGNALS) process.on(s, onSignal);
+  return { signalled, requested: () => signal !== undefined };
+}
+
+async function runStartedHooks(runtime: Runtime, stopRequested: () => boolean): Promise<void> {
+  for (const hook of onServeStarted) {
+    if (stopRequested()) return;
+    try {
+      await hook(runtime);
+    } catch (err) {
+      runtime.services.logger.error({ err }, 'start-up hook failed');
+    }
+  }
 }
 
 /** A failed start prints one line (the stack only with LOG_LEVEL=debug) and exits 1; startRuntime stopped what it started. */
-async function start(role: Exclude<Role, 'cli'>): Promise<Runtime> {
+function loadOrExit(): Config {
   try {
-    return await startRuntime(loadConfig(), role);
+    return loadConfig();
   } catch (err) {
-    reportStartupFailure(err, ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? ''));
-    process.exit(1);
+    return exitOnStartupFailure(err);
   }
+}
+
+async function start(config: Config, role: Exclude<Role, 'cli'>, logger: Logger): Promise<Runtime> {
+  try {
+    return await startRuntime(config, role, { logger });
+  } catch (err) {
+    return exitOnStartupFailure(err);
+  }
+}
+
+function exitOnStartupFailure(err: unknown): never {
+  reportStartupFailure(err, ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? ''));
+  process.exit(1);
 }
 
 /** Hooks run once `serve`/`worker` is up (e.g. the demo seeding on a fresh data dir). */

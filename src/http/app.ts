@@ -10,7 +10,7 @@ import {
 import type { Services } from '../services';
 import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
-import { fieldErrors, registerErrorHandling } from './errors';
+import { ApiError, fieldErrors, registerErrorHandling } from './errors';
 import { registerIdempotency, REPLAYED_HEADER } from './idempotency';
 import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
@@ -33,7 +33,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     requestTimeout: REQUEST_TIMEOUT_MS,
     connectionTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: 10_000,
-    return503OnClosing: true,
+    // refuseWhileClosing answers instead, in the route's error shape (fastify's own 503 has a body of its own)
+    return503OnClosing: false,
     clientErrorHandler: answerClientError,
     // a request without Host is refused by requireHostHeader (below), in the spec's shape
     http: { requireHostHeader: false },
@@ -49,6 +50,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     },
   }).withTypeProvider<ZodTypeProvider>();
 
+  refuseWhileClosing(app);
   app.server.on('checkExpectation', answerUnsupportedExpectation);
   app.server.on('connect', answerConnect);
 
@@ -107,6 +109,33 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>;
+
+/** Seconds a request refused during a graceful stop is told to wait (by then another instance, or this one restarted). */
+export const SHUTTING_DOWN_RETRY_AFTER_S = 1;
+
+/**
+ * During a graceful stop the listener is closed and idle connections are ended, but a request can still arrive on a
+ * connection whose previous request is in flight: it is refused before anything runs, with 503, `Retry-After` and
+ * `Connection: close`, in the route's error shape.
+ */
+export function refuseWhileClosing(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  // callback hooks, not async ones: they run on every request, where a promise each is measurable (bench:reads)
+  app.addHook('onRequest', (_request, reply, done) => {
+    if (!closing) return done();
+    reply.header('retry-after', String(SHUTTING_DOWN_RETRY_AFTER_S));
+    done(new ApiError(503, 'the server is shutting down: send the request again', 'SHUTTING_DOWN'));
+  });
+  // An answer finished during the stop ends its connection, and says so: left open (keep-alive), the connection held
+  // the stop for the keep-alive timeout, and a client reusing it meanwhile could find it closed under its request.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) reply.header('connection', 'close');
+    done(null, payload);
+  });
+}
 
 /**
  * `Content-Type: application/json` with an empty body (`curl -X POST -H 'Content-Type: application/json' ...`) is a

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Services } from '../services';
+import { refuseWhileClosing } from './app';
 import { registerErrorHandling } from './errors';
 import { registerOpsRoutes } from './routes/ops';
 
@@ -9,8 +10,9 @@ import { registerOpsRoutes } from './routes/ops';
  * API routes, no API key; anything else is a 404 in the API's error shape.
  */
 export async function buildOpsApp(services: Services, options: { logger?: boolean | object } = {}): Promise<FastifyInstance> {
-  const app = Fastify({ logger: options.logger ?? false, return503OnClosing: true, keepAliveTimeout: 10_000 });
+  const app = Fastify({ logger: options.logger ?? false, return503OnClosing: false, keepAliveTimeout: 10_000 });
   registerErrorHandling(app);
+  refuseWhileClosing(app);
   registerOpsRoutes(app, services);
   return app;
 }

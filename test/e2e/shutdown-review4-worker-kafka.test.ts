@@ -1,0 +1,118 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KafkaTransport } from '../../src/adapters/kafka/transport';
+import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../../src/shared/provider-webhook';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { BUILT_CLI as CLI, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+
+// `worker` (WORKER_OPS_PORT) on a real Kafka broker, stopped by SIGTERM while it consumes provider statuses: it
+// exits 0, and after a restart every status is recorded exactly once. A record whose offset had been committed
+// without being applied would never come back: its status would be missing.
+
+const BROKERS = process.env.TEST_KAFKA_BROKERS;
+const FIXTURE = join(ROOT, 'test/fixtures/example-fixture.json');
+const PHONE_NUMBER_ID = '109876543210001';
+const SENDS = 60;
+const TIMEOUT = 240_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const d = BROKERS && existsSync(CLI) ? describe : describe.skip;
+if (!BROKERS) console.warn(`worker shutdown over Kafka skipped: ${process.env.TEST_KAFKA_SKIP_REASON ?? 'TEST_KAFKA_BROKERS is unset'}`);
+
+d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
+  let db: TestDatabase;
+  let dataDir: string;
+  let env: NodeJS.ProcessEnv;
+  let url: string;
+  let child: ChildProcess | undefined;
+  let out = '';
+
+  const cli = (...args: string[]) => {
+    const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`switchboard ${args.join(' ')} exited with ${r.status}: ${r.stderr}`);
+    return r.stdout;
+  };
+  const start = async (role: 'serve' | 'worker', ready: string) => {
+    out = '';
+    child = spawn(process.execPath, [CLI, role], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (x) => (out += x));
+    child.stderr!.on('data', (x) => (out += x));
+    for (let i = 0; i < 1800 && !out.includes(ready); i++) {
+      if (child.exitCode !== null) throw new Error(`${role} exited: ${out}`);
+      await sleep(50);
+    }
+  };
+  const stop = async () => {
+    const exit = new Promise<number | null>((ok) => child!.once('exit', (code) => ok(code)));
+    child!.kill('SIGTERM');
+    const code = await exit;
+    child = undefined;
+    return code;
+  };
+  const recorded = async (ids: string[]) =>
+    (await db.pool.query<{ id: string; status: string; n: number }>(
+      `SELECT data->>'providerMessageId' AS id, data->>'status' AS status, count(*)::int AS n FROM es.events
+        WHERE type = 'DeliveryStatusRecorded' AND data->>'providerMessageId' = ANY($1) GROUP BY 1, 2`, [ids])).rows;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrate: false });
+    dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-worker-kafka-review4-'));
+    url = `http://127.0.0.1:${await freePort()}`;
+    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'warn' }, {
+      KAFKA_BROKERS: BROKERS, SANDBOX_DELIVERY: 'off', WORKER_OPS_PORT: String(await freePort()),
+    });
+    cli('seed', FIXTURE);
+  }, TIMEOUT);
+
+  afterAll(async () => {
+    if (child && child.exitCode === null) {
+      child.kill('SIGKILL');
+      await new Promise((ok) => child!.once('exit', ok));
+    }
+    await db?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }, TIMEOUT);
+
+  it('exits 0 mid-consumption; after a restart each (message, status) is recorded exactly once', async () => {
+    const apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e worker').trim();
+    await start('serve', `listening on ${url}`);
+    const sent: Array<{ id: string; to: string }> = [];
+    for (let i = 0; i < SENDS; i++) {
+      const to = `5491177${String(i + 1001).padStart(6, '0')}`; // never ending in 0000 (the sandbox refuses those)
+      const res = await fetch(`${url}/api/v1/platform-templates/send/`, {
+        method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+        body: JSON.stringify({ phone_number_id: PHONE_NUMBER_ID, template_name: 'appointment_reminder', recipient_phone: `+${to}`,
+          variables: { patient_name: 'Ana', appointment_at: '2026-03-02T09:30:00-03:00' } }),
+      });
+      expect(res.status).toBe(200);
+      sent.push({ id: ((await res.json()) as { message_id: string }).message_id, to });
+    }
+    expect(await stop()).toBe(0);
+
+    await start('worker', 'switchboard worker started');
+    const producer = new KafkaTransport({ brokers: BROKERS!.split(','), clientId: 'e2e-review4' });
+    try {
+      const at = String(Math.floor(Date.now() / 1000));
+      for (const status of ['delivered', 'read'] as const) {
+        const records = sent.flatMap((s) => splitWebhook(statusWebhook([{ phoneNumberId: PHONE_NUMBER_ID, providerMessageId: s.id, status, timestamp: at, recipientId: s.to }]), new Date().toISOString())!);
+        await producer.publish(PROVIDER_WEBHOOK_TOPIC, records);
+      }
+    } finally {
+      await producer.close();
+    }
+    const ids = sent.map((s) => s.id);
+    for (let i = 0; i < 2000 && (await recorded(ids)).length === 0; i++) await sleep(10);
+    const atStop = (await recorded(ids)).length;
+    expect(await stop()).toBe(0);
+    console.log(`statuses recorded when SIGTERM was sent: ${atStop} of ${SENDS * 2}`);
+
+    await start('worker', 'switchboard worker started');
+    for (let i = 0; i < 600 && (await recorded(ids)).length < SENDS * 2; i++) await sleep(100);
+    const rows = await recorded(ids);
+    expect(rows).toHaveLength(SENDS * 2);
+    expect(rows.filter((r) => r.n !== 1)).toEqual([]);
+    expect(await stop()).toBe(0);
+  }, TIMEOUT);
+});

@@ -1,7 +1,8 @@
-import { claimDueDeliveries, queueDeliveries, releaseDeliveries, requeueDelivery, resumeDeliveries, setDeliveriesAside } from '../../src/projections/webhooks/deliveries';
+import { queueDeliveries, releaseDeliveries, requeueDelivery, resumeDeliveries, setDeliveriesAside } from '../../src/projections/webhooks/deliveries';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
+import { claimElsewhere as claimElsewhereOn, deliveryRow as deliveryRowOf, holdFirstAnswer as holdFirstAnswerOf } from '../support/webhook-in-flight';
 
 // An endpoint disabled and enabled again (PATCH enabled=false, then true) while a request of one of its deliveries is
 // in flight (docs/webhooks.md, "Disabled while in flight"): before, the set-aside dropped the claim's lease and the
@@ -13,33 +14,14 @@ const BASE = '/api/v1/webhook-endpoints/';
 let bed: WebhookTestBed;
 useWebhookTestBed((b) => { bed = b; });
 
-/** The receiver answers the first request only when `answerFirst` is called; the log says when each starts and ends. */
-function holdFirstAnswer(first: number, later: number) {
-  const log: string[] = [];
-  let answerFirst = () => {};
-  const held = new Promise<void>((r) => (answerFirst = r));
-  let n = 0;
-  bed.receiver.respond(async () => {
-    const k = ++n;
-    log.push(`start ${k}`);
-    if (k === 1) await held;
-    log.push(`answer ${k}`);
-    return k === 1 ? first : later;
-  });
-  return { log, answerFirst };
-}
+const holdFirstAnswer = (first: number, later: number) => holdFirstAnswerOf(bed, first, later);
 
 const patch = async (endpointId: string, enabled: boolean) => {
   const res = await bed.t.app.inject({ method: 'PATCH', url: `${BASE}${endpointId}/`, headers: { 'x-api-key': SHOP.key }, payload: { enabled } });
   expect([res.statusCode, res.json().enabled]).toEqual([200, enabled]);
 };
-const deliveryRow = async (deliveryId: string) =>
-  (await bed.t.db.pool.query('SELECT status, attempts, next_attempt_at FROM webhooks.deliveries WHERE delivery_id = $1', [deliveryId])).rows[0];
-/** another worker's claim, as each sender makes it */
-const claimElsewhere = async () => {
-  const now = new Date();
-  return claimDueDeliveries(bed.t.db.pool, now, 10, new Date(now.getTime() + 60_000));
-};
+const deliveryRow = (deliveryId: string) => deliveryRowOf(bed.t.db.pool, deliveryId);
+const claimElsewhere = () => claimElsewhereOn(bed.t.db.pool);
 
 it('disabled and enabled again while the request is in flight: nothing is posted beside it, and its success ends the delivery', async () => {
   const ep = await bed.register('/toggled-ok');

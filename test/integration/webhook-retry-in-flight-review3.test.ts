@@ -1,7 +1,8 @@
-import { claimDueDeliveries, queueDeliveries, recordAttempts, requeueDelivery } from '../../src/projections/webhooks/deliveries';
+import { queueDeliveries, recordAttempts, requeueDelivery } from '../../src/projections/webhooks/deliveries';
 import { startWebhookSender } from '../../src/workers/webhook-sender';
 import { SHOP, waitUntil } from '../support/sends';
 import { useWebhookTestBed, type WebhookTestBed } from '../support/webhook-receiver';
+import { claimElsewhere as claimElsewhereOn, deliveryRow as deliveryRowOf, holdFirstAnswer as holdFirstAnswerOf } from '../support/webhook-in-flight';
 
 // A retry (POST .../deliveries/{id}/retry/) of a delivery whose request is in flight (docs/webhooks.md, "Retrying a
 // delivery in flight"): before, it made the delivery due at once, and the sender's next claim posted it a second
@@ -12,31 +13,12 @@ const BASE = '/api/v1/webhook-endpoints/';
 let bed: WebhookTestBed;
 useWebhookTestBed((b) => { bed = b; });
 
-/** The receiver answers the first request only when `answerFirst` is called; the log says when each starts and ends. */
-function holdFirstAnswer(first: number, later: number) {
-  const log: string[] = [];
-  let answerFirst = () => {};
-  const held = new Promise<void>((r) => (answerFirst = r));
-  let n = 0;
-  bed.receiver.respond(async () => {
-    const k = ++n;
-    log.push(`start ${k}`);
-    if (k === 1) await held;
-    log.push(`answer ${k}`);
-    return k === 1 ? first : later;
-  });
-  return { log, answerFirst };
-}
+const holdFirstAnswer = (first: number, later: number) => holdFirstAnswerOf(bed, first, later);
 
 const retry = (endpointId: string, deliveryId: string) =>
   bed.t.app.inject({ method: 'POST', url: `${BASE}${endpointId}/deliveries/${deliveryId}/retry/`, headers: { 'x-api-key': SHOP.key } });
-const deliveryRow = async (deliveryId: string) =>
-  (await bed.t.db.pool.query('SELECT status, attempts, next_attempt_at FROM webhooks.deliveries WHERE delivery_id = $1', [deliveryId])).rows[0];
-/** another worker's claim, as each sender makes it */
-const claimElsewhere = async () => {
-  const now = new Date();
-  return claimDueDeliveries(bed.t.db.pool, now, 10, new Date(now.getTime() + 60_000));
-};
+const deliveryRow = (deliveryId: string) => deliveryRowOf(bed.t.db.pool, deliveryId);
+const claimElsewhere = () => claimElsewhereOn(bed.t.db.pool);
 
 it('a retry while the request is in flight posts nothing beside it: the delivery is posted again right after the failed answer', async () => {
   const ep = await bed.register('/held-failed');

@@ -3,7 +3,7 @@ import { type EventStore, type Position, START } from '../ports/event-store';
 import { applyHandled, rebuildSchemaOf, type Projection } from './projection';
 import { createTables, lockKeyOf, readCheckpoint } from './store';
 import { analyzeSchema } from './statistics';
-import { withTransaction as inTx } from '../shared/tx';
+import { withTransaction as inTx, withSessionLock } from '../shared/tx';
 
 export interface RebuildProgress {
   applied: number;
@@ -133,20 +133,8 @@ export const INTERRUPTED_CLEARED = "an interrupted rebuild's partial tables were
  * processes, held by a session lock); `busy` without running it when another process holds the guard.
  */
 async function underRebuildGuard<T>(pool: Pool, p: Projection, rebuild: () => Promise<T>): Promise<T | 'busy'> {
-  const guard = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    const got = await guard.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [guardKeyOf(p.name)]);
-    if (!got.rows[0].ok) return 'busy';
-    try {
-      return await rebuild();
-    } finally {
-      // a connection that cannot unlock is closed rather than pooled, so it cannot keep the guard
-      await guard.query('SELECT pg_advisory_unlock_all()').catch((err: Error) => (broken = err));
-    }
-  } finally {
-    guard.release(broken);
-  }
+  const done = await withSessionLock(pool, guardKeyOf(p.name), async () => ({ result: await rebuild() }));
+  return done === undefined ? 'busy' : done.result;
 }
 
 /** The rebuild itself, under the guard: a failure leaves the live tables and records the error. */

@@ -34,17 +34,28 @@ export function queryNamed(db: Pool | PoolClient, name: string, text: string, va
  * Runs `fn` holding a session advisory lock on `name`, on a connection of its own; undefined (and `fn` not run)
  * when another session holds it. For periodic jobs that any process may run, one at a time.
  */
-export async function withSessionLock<T>(pool: Pool, name: string, fn: () => Promise<T>): Promise<T | undefined> {
+export function withSessionLock<T>(pool: Pool, name: string, fn: (lock: PoolClient) => Promise<T>): Promise<T | undefined> {
+  return holdingSessionLock(pool, name, 'try', fn);
+}
+
+/** Runs `fn` holding a session advisory lock on `name`, on a connection of its own, waiting for it if need be. */
+export async function waitingForSessionLock<T>(pool: Pool, name: string, fn: (lock: PoolClient) => Promise<T>): Promise<T> {
+  return (await holdingSessionLock(pool, name, 'wait', fn)) as T;
+}
+
+async function holdingSessionLock<T>(pool: Pool, name: string, take: 'try' | 'wait', fn: (lock: PoolClient) => Promise<T>): Promise<T | undefined> {
   const lock = await pool.connect();
+  let broken: Error | undefined;
   try {
-    const got = await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [name]);
-    if (!got.rows[0].ok) return undefined;
+    if (take === 'wait') await lock.query('SELECT pg_advisory_lock(hashtext($1))', [name]);
+    else if (!(await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [name])).rows[0].ok) return undefined;
     try {
-      return await fn();
+      return await fn(lock);
     } finally {
-      await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [name]).catch(() => undefined);
+      // a connection that cannot unlock is closed rather than pooled, so it cannot keep the lock
+      await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [name]).catch((err: Error) => (broken = err));
     }
   } finally {
-    lock.release();
+    lock.release(broken);
   }
 }

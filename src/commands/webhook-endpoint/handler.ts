@@ -10,6 +10,7 @@ import { isFromAnEarlierUse, KEY_TTL_MS, keyedIdSeed } from '../../shared/idempo
 import { generateWebhookSecret, type SecretBox, secretBox } from './secrets';
 import { countWebhookEndpoints } from '../../projections/webhooks/queries';
 import type { Services } from '../../services';
+import { waitingForSessionLock } from '../../shared/tx';
 
 export interface WebhookEndpointDeps {
   store: EventStore;
@@ -49,21 +50,8 @@ function creationTurns(pool: Pool): WebhookEndpointDeps['creationTurn'] {
   };
 }
 
-async function withCompanyCreationLock<T>(pool: Pool, companyId: number, create: (endpointsOfCompany: number) => Promise<T>): Promise<T> {
-  const key = `webhook-endpoint-creations:${companyId}`;
-  const lock = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await lock.query('SELECT pg_advisory_lock(hashtext($1))', [key]);
-    try {
-      return await create(await countWebhookEndpoints(lock, companyId));
-    } finally {
-      await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [key]).catch((err: Error) => (broken = err));
-    }
-  } finally {
-    lock.release(broken); // a lock that could not be given back goes with its connection
-  }
-}
+const withCompanyCreationLock = <T>(pool: Pool, companyId: number, create: (endpointsOfCompany: number) => Promise<T>): Promise<T> =>
+  waitingForSessionLock(pool, `webhook-endpoint-creations:${companyId}`, async (lock) => create(await countWebhookEndpoints(lock, companyId)));
 
 type Actor = { actor: string; companyId: number };
 

@@ -95,10 +95,13 @@ const WINDOW_UNION = `
   UNION ALL
   SELECT recipient, NULL FROM public.send_quota_reservations WHERE number_id = $number AND expires_at > $now`;
 
-const IN_WINDOW = `(
-  EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $number AND q.recipient = r.e164 AND q.last_sent_at > $since)
-  OR EXISTS (SELECT 1 FROM bulk_work.recipients w WHERE w.number_id = $number AND w.e164 = r.e164
-                AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since)
+/** Whether the number sent to `recipient` (an SQL expression) in the window, or a bulk has it in flight. */
+const sentOrClaimed = (recipient: string) => `(
+  EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $number AND q.recipient = ${recipient} AND q.last_sent_at > $since)
+  OR EXISTS (SELECT 1 FROM bulk_work.recipients w WHERE w.number_id = $number AND w.e164 = ${recipient}
+                AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since))`;
+
+const IN_WINDOW = `(${sentOrClaimed('r.e164')}
   OR EXISTS (SELECT 1 FROM public.send_quota_reservations s WHERE s.number_id = $number AND s.recipient = r.e164 AND s.expires_at > $now))`;
 
 /** The reservation of a bulk recipient (one id per row, so a retry's claim renews it and its outcome finds it). */
@@ -198,10 +201,7 @@ async function whenRoomMayFree(client: PoolClient, numberId: number, since: Date
     sql(
       `SELECT (SELECT min(u.t) FROM (${WINDOW_UNION}) u) AS t,
               (SELECT min(s.expires_at) FROM public.send_quota_reservations s
-                WHERE s.number_id = $number AND s.expires_at > $now
-                  AND NOT EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $number AND q.recipient = s.recipient AND q.last_sent_at > $since)
-                  AND NOT EXISTS (SELECT 1 FROM bulk_work.recipients w WHERE w.number_id = $number AND w.e164 = s.recipient
-                                     AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since)) AS reserved_until`,
+                WHERE s.number_id = $number AND s.expires_at > $now AND NOT ${sentOrClaimed('s.recipient')}) AS reserved_until`,
       { number: 1, since: 2, now: 3 },
     ),
     [numberId, since, now],

@@ -170,17 +170,28 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     return Math.min(budget - lanes.heldWithRoom() - unrecorded, FULL_ENDPOINTS_BUDGET_FACTOR * budget - lanes.held - unrecorded);
   };
   /**
+   * Handed deliveries with less than half their lease left (they waited for a full endpoint, or for room) are not
+   * taken into a lane, which may hold one for two timeouts: they are given back, due now for any sender (this one's
+   * claims too, once their endpoint has room). Before 2026-11-27 (review 6) they were dropped, due only at their
+   * lease's end. `handed` is oldest first, so the aged ones lead.
+   */
+  const giveBackAgedHanded = (now: Date) => {
+    let n = 0;
+    while (n < handed.length && handed[n].leaseUntil - now.getTime() < leaseMs / 2) n++;
+    if (n > 0) void giveBack(handed.splice(0, n).map((h) => leased(h.delivery, h.leaseUntil)));
+  };
+  /**
    * Handed deliveries to take now, oldest first: up to `limit`, while their endpoint has room, with at least half
-   * their lease left (the rest are due again at its end, for any sender). Those of full endpoints stay handed.
+   * their lease left (giveBackAgedHanded). Those of full endpoints stay handed.
    */
   const takeHanded = (now: Date, limit: number): Array<{ delivery: ClaimedDelivery; leaseUntil: number }> => {
+    giveBackAgedHanded(now);
     const taken: Array<{ delivery: ClaimedDelivery; leaseUntil: number }> = [];
     const kept: typeof handed = [];
     const takenBy = new Map<string, number>();
     let i = 0;
     for (; i < handed.length && taken.length < limit; i++) {
       const h = handed[i];
-      if (h.leaseUntil - now.getTime() < leaseMs / 2) continue;
       const id = h.delivery.endpoint_id;
       const n = takenBy.get(id) ?? 0;
       if (lanes.heldBy(id) + n >= lanes.limitOf(id)) {
@@ -196,9 +207,12 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
 
   /** Takes new deliveries into the lanes, from the hand-off and the table; whether it took any. */
   const fill = async (): Promise<boolean> => {
-    const free = room();
-    if (free <= 0 || (free < lowWater && lanes.held > 0)) return false;
     const now = services.now();
+    const free = room();
+    if (free <= 0 || (free < lowWater && lanes.held > 0)) {
+      giveBackAgedHanded(now); // no room for long: the aged ones need not wait for it
+      return false;
+    }
     // the table is claimed when deliveries were queued unclaimed, and every pollMs (retries, other processes'
     // deliveries, deliveries whose sender died); not for each hand-off. Before the handed deliveries are taken, so
     // a failed claim leaves them handed.

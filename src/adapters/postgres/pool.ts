@@ -21,15 +21,24 @@ export interface PoolOptions {
   asyncCommit?: boolean;
 }
 
+/**
+ * The server's side of the same: a backend whose client vanished (its host lost, the connection half-open) is ended
+ * after about a minute instead of the system's 2 h, and with it the session advisory locks it held (the periodic
+ * jobs', the rebuild guard's, a company's endpoint-creation turn), which every other process would wait for.
+ */
+const SERVER_SIDE_KEEPALIVE = '-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3';
+
 export function createPool(url: string, max = 10, options: PoolOptions = {}): Pool {
   const pool = new Pool({
     connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000,
     // TCP keepalive: a connection whose peer vanished without a FIN (failover, dropped NAT entry) is found dead by
     // the kernel's probes rather than after the system's default idle time (2 h on Linux)
     keepAlive: true, keepAliveInitialDelayMillis: 10_000,
-    ...(options.genericPlans || options.asyncCommit
-      ? { options: [options.genericPlans && '-c plan_cache_mode=force_generic_plan', options.asyncCommit && '-c synchronous_commit=off'].filter(Boolean).join(' ') }
-      : {}),
+    options: [
+      SERVER_SIDE_KEEPALIVE,
+      options.genericPlans && '-c plan_cache_mode=force_generic_plan',
+      options.asyncCommit && '-c synchronous_commit=off',
+    ].filter(Boolean).join(' '),
   });
   // A terminated backend (fault, failover, shutdown) surfaces here for idle clients; the pool replaces them.
   pool.on('error', () => undefined);

@@ -36,18 +36,46 @@ export const webhookEndpointDepsOf = (services: Services): WebhookEndpointDeps =
  * The companies' creation turns: a creation waits for the one before it in this process (so a company's burst holds
  * one connection, not one each), then takes the company's advisory lock for the other processes, and holds it while
  * it counts, appends and waits for the read model. Found in review, 2026-11-27: creations racing each other counted
- * the same endpoints and passed the limit by their number.
+ * the same endpoints and passed the limit by their number. At most TURNS_AT_ONCE companies' turns run at once in a
+ * process: each holds a pooled connection for its lock while its append and the read model's catch-up need others,
+ * so as many companies creating at once as the pool has connections took them all and waited for each other until
+ * the pool's timeout (found in review, 2026-11-27, 16:00).
  */
 function creationTurns(pool: Pool): WebhookEndpointDeps['creationTurn'] {
   const last = new Map<number, Promise<unknown>>();
+  const running = new TurnsAtOnce(TURNS_AT_ONCE);
   return (companyId, create) => {
-    const turn = (last.get(companyId) ?? Promise.resolve()).catch(() => undefined).then(() => withCompanyCreationLock(pool, companyId, create));
+    const turn = (last.get(companyId) ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => running.run(() => withCompanyCreationLock(pool, companyId, create)));
     last.set(companyId, turn);
     turn.catch(() => undefined).finally(() => {
       if (last.get(companyId) === turn) last.delete(companyId);
     });
     return turn;
   };
+}
+
+const TURNS_AT_ONCE = 2;
+
+/** Runs at most `limit` functions at once, the others in arrival order. */
+class TurnsAtOnce {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {}
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((ok) => this.waiting.push(ok));
+    else this.active++;
+    try {
+      return await fn();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next(); // the slot passes on as it is
+      else this.active--;
+    }
+  }
 }
 
 const withCompanyCreationLock = <T>(pool: Pool, companyId: number, create: (endpointsOfCompany: number) => Promise<T>): Promise<T> =>

@@ -93,6 +93,7 @@ const configSchema = z
       .regex(/^[a-z][a-z0-9]*$/, 'lowercase letters and digits')
       .default('sbk'),
     STARTUP_WAIT_S: wholeNumber(1, 3_600).default(60),
+    SHUTDOWN_DELAY_S: wholeNumber(0, 300).default(0),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     EXPORT_MAX_CONCURRENT: wholeNumber(1, MAX_EXPORTS_AT_ONCE).default(4),
     EXPORT_MAX_PER_KEY: wholeNumber(1, MAX_EXPORTS_AT_ONCE).default(2),
@@ -126,7 +127,8 @@ function checkEventStoreUrl(url: string | undefined, ctx: z.RefinementCtx): void
 }
 
 export interface Config {
-  http: { port: number; host: string };
+  /** shutdownDelayMs: at a stop signal, /readyz answers 503 for this long before the listener closes */
+  http: { port: number; host: string; shutdownDelayMs: number };
   /** `worker`'s listener for /healthz, /readyz and /metrics on http.host (none when unset) */
   worker: { opsPort: number | undefined };
   dataDir: string;
@@ -190,7 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const c = parsed.data;
   return {
-    http: { port: c.PORT, host: c.HOST },
+    http: { port: c.PORT, host: c.HOST, shutdownDelayMs: c.SHUTDOWN_DELAY_S * 1000 },
     worker: { opsPort: c.WORKER_OPS_PORT },
     dataDir: c.DATA_DIR,
     databaseUrl: c.DATABASE_URL,

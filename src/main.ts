@@ -76,6 +76,8 @@ export interface Runtime {
   url?: string;
   /** `worker`'s ops listener (/healthz, /readyz, /metrics), when WORKER_OPS_PORT is set */
   opsUrl?: string;
+  /** A stop begins: /readyz answers 503, and `serve` goes on serving for SHUTDOWN_DELAY_S (load balancers catch up). */
+  beginStop(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -260,13 +262,21 @@ export async function startRuntime(config: Config, role: Role, options: { logger
       url = await startupStep('http', `${config.http.host}:${config.http.port}`, () => app!.listen({ port: config.http.port, host: config.http.host }));
     }
     let opsUrl: string | undefined;
+    let ops: FastifyInstance | undefined;
     const opsPort = config.worker.opsPort;
     if (role === 'worker' && opsPort !== undefined) {
-      const ops = await buildOpsApp(services, { logger: { level: config.logLevel } });
-      cleanups.push(() => closeWithin(ops, HTTP_DRAIN_MS, logger));
-      opsUrl = await startupStep('ops-http', `${config.http.host}:${opsPort}`, () => ops.listen({ port: opsPort, host: config.http.host }));
+      ops = await buildOpsApp(services, { logger: { level: config.logLevel } });
+      cleanups.push(() => closeWithin(ops!, HTTP_DRAIN_MS, logger));
+      opsUrl = await startupStep('ops-http', `${config.http.host}:${opsPort}`, () => ops!.listen({ port: opsPort, host: config.http.host }));
     }
-    return { services, app, url, opsUrl, stop: cleanup };
+    const beginStop = async () => {
+      for (const listening of [app, ops]) if (listening) listening.readiness.stopping = true;
+      if (app && config.http.shutdownDelayMs > 0) {
+        logger.info({ ms: config.http.shutdownDelayMs }, 'not ready: serving on until the shutdown delay ends');
+        await new Promise((ok) => setTimeout(ok, config.http.shutdownDelayMs));
+      }
+    };
+    return { services, app, url, opsUrl, beginStop, stop: cleanup };
   } catch (err) {
     await cleanup();
     throw err;

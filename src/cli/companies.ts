@@ -7,7 +7,8 @@ import { positiveId, positiveInt } from './args';
 import { CliUsageError, exitOnFailure, failWith } from './failure';
 import { withCliRuntime } from './runtime';
 
-const companiesAction = (fn: (s: Services) => Promise<void>) =>
+/** `left`: what an interruption (SIGTERM, SIGINT) leaves, when the command changes something. */
+const companiesAction = (fn: (s: Services) => Promise<void>, left?: string) =>
   exitOnFailure(() =>
     withCliRuntime(async (s) => {
       try {
@@ -15,7 +16,7 @@ const companiesAction = (fn: (s: Services) => Promise<void>) =>
       } catch (err) {
         failWith('switchboard', err);
       }
-    }),
+    }, left),
   );
 
 export function registerCompanyCommands(program: Command): void {
@@ -36,7 +37,7 @@ export function registerCompanyCommands(program: Command): void {
         const changed = await setCompanyRateLimit(s, opts.company, perMinute, { actor: 'cli' });
         const what = perMinute === null ? 'the default limit' : `${perMinute} requests per minute per API key`;
         process.stdout.write(`company ${opts.company}: ${what}${changed ? '' : ' (unchanged)'}\n`);
-      });
+      }, 'the limit may or may not be set: run the same command again (setting it twice changes nothing)');
     });
 
   companies

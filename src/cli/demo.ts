@@ -26,7 +26,7 @@ export function registerDemoCommands(program: Command): void {
             progressDone();
             failWith('switchboard', err);
           }
-        }),
+        }, 'run `switchboard demo` again for the demo company and a key shown'),
       ),
     );
 }

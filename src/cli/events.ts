@@ -104,7 +104,7 @@ export function registerEventCommands(program: Command): void {
         if (failure?.code === 'EPIPE') return;
         if (failure) throw outputFailure(failure);
         process.stderr.write(`exported ${written} events (scanned ${scanned}); resume with --from '${resumeFrom}'\n`);
-      });
+      }, 'the output may end with a partial line: resume with --from the position of its last complete line');
     });
 
   events

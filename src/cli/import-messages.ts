@@ -33,6 +33,8 @@ export interface ImportSummary {
 export interface ImportOptions {
   /** lines decided and appended together (default 500) */
   batchSize?: number;
+  /** how long the conversations read model may take to catch up before the import warns (default 60 s) */
+  catchUpMs?: number;
 }
 
 export async function importMessages(
@@ -102,9 +104,12 @@ export async function importMessages(
 
   // the export and the contact lookup read what was just recorded
   try {
-    await catchUpConversations(services, { until: lastPosition, timeoutMs: 60_000 });
+    await catchUpConversations(services, { until: lastPosition, timeoutMs: options.catchUpMs ?? 60_000 });
   } catch (err) {
-    io.stderr.write(`warning: the conversations read model has not caught up yet: ${(err as Error).message}\n`);
+    io.stderr.write(
+      `switchboard: warning: the conversations read model has not caught up yet (${(err as Error).message}); the export and the contact lookup `
+      + 'show the imported messages once it has (`switchboard projections status` shows its lag)\n',
+    );
   }
   io.stdout.write(`recorded ${summary.recorded}, unchanged ${summary.unchanged}, rejected ${summary.rejected}\n`);
   return summary;
@@ -118,9 +123,13 @@ export function registerImportMessagesCommands(program: Command): void {
     .action(async (file: string) => {
       // fail early and plainly on a file that cannot be read, before starting the runtime
       const input = file === '-' ? process.stdin : (await openInputFile(file, { empty: 'no message records to import' })).createReadStream();
-      const summary = await withCliRuntime((services) =>
-        importMessages(services, input, { stdout: process.stdout, stderr: process.stderr, progress: process.stderr.isTTY === true }),
+      await withCliRuntime(
+        async (services) => {
+          const summary = await importMessages(services, input, { stdout: process.stdout, stderr: process.stderr, progress: process.stderr.isTTY === true });
+          // set before the runtime stops: withCliRuntime exits with it (after, the embedded Postgres's exit hook made it 0)
+          if (summary.rejected > 0) process.exitCode = 1;
+        },
+        'the messages recorded so far stay recorded: import the same file again to record the rest (a message already recorded is unchanged)',
       );
-      if (summary.rejected > 0) process.exitCode = 1;
     });
 }

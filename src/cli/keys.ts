@@ -1,12 +1,16 @@
 import type { Command } from 'commander';
+import { DomainError } from '../commands/decider';
 import { issueApiKey, listKeys, revokeApiKey } from '../commands/provisioning/keys';
 import type { Services } from '../services';
 import { positiveId } from './args';
 import { exitOnFailure, failWith } from './failure';
 import { withCliRuntime } from './runtime';
 
-/** A keys sub-command against the configured backends; a broken rule prints its message and exits 1. */
-const keysAction = (fn: (s: Services) => Promise<void>) =>
+/**
+ * A keys sub-command against the configured backends; a broken rule prints its message and exits 1. `left`: what an
+ * interruption (SIGTERM, SIGINT) leaves, when the command changes something.
+ */
+const keysAction = (fn: (s: Services) => Promise<void>, left?: string) =>
   exitOnFailure(() =>
     withCliRuntime(async (s) => {
       try {
@@ -14,7 +18,7 @@ const keysAction = (fn: (s: Services) => Promise<void>) =>
       } catch (err) {
         failWith('switchboard', err);
       }
-    }),
+    }, left),
   );
 
 export function registerKeyCommands(program: Command): void {
@@ -35,7 +39,7 @@ export function registerKeyCommands(program: Command): void {
         }, { actor: 'cli' });
         process.stderr.write(`issued ${issued.keyId} (${opts.global ? 'global' : `company ${opts.company}`}, "${opts.name.trim()}"); the key is shown once:\n`);
         process.stdout.write(`${issued.key}\n`);
-      }),
+      }, `the key may have been issued without being shown: if \`switchboard keys list\` shows one named "${opts.name.trim()}" that you did not get, revoke it and issue another`),
     );
 
   keys
@@ -45,9 +49,13 @@ export function registerKeyCommands(program: Command): void {
     .description('revoke a key: rejected with 401 from the next request on')
     .action((keyId: string, opts: { reason?: string }) =>
       keysAction(async (s) => {
-        const revoked = await revokeApiKey(s, keyId, { actor: 'cli', reason: opts.reason });
+        const revoked = await revokeApiKey(s, keyId, { actor: 'cli', reason: opts.reason }).catch((err: unknown) => {
+          // a mistyped id, most likely: say where the ids are
+          if (err instanceof DomainError && err.code === 'KEY_NOT_FOUND') throw new DomainError(err.code, `${err.message}; \`switchboard keys list\` shows the key ids`);
+          throw err;
+        });
         process.stdout.write(revoked ? `revoked ${keyId}\n` : `${keyId} was already revoked\n`);
-      }),
+      }, 'run the same command again to be sure the key is revoked (revoking twice changes nothing)'),
     );
 
   keys

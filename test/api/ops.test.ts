@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { buildApp } from '../../src/http/app';
+import { buildOpsApp } from '../../src/http/ops-app';
 import { ApiError, detailNotFound, fieldErrors } from '../../src/http/errors';
 import { createTestContext, type TestContext } from '../support/services';
 
@@ -36,6 +37,22 @@ describe('ops endpoints and error mapping', () => {
     const res = await app.inject({ method: 'GET', url: '/readyz' });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ status: 'ready', checks: { database: 'ok', eventStore: 'ok' } });
+  });
+
+  it('GET /readyz answers 503 once a stop has begun (serve and the worker ops listener alike); the rest still answers', async () => {
+    const ops = await buildOpsApp(ctx.services);
+    try {
+      for (const a of [app, ops]) {
+        a.readiness.stopping = true;
+        const res = await a.inject({ method: 'GET', url: '/readyz' });
+        expect(res.statusCode).toBe(503);
+        expect(res.json()).toEqual({ status: 'not ready', checks: { server: 'stopping' } });
+        expect((await a.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+      }
+    } finally {
+      app.readiness.stopping = false;
+      await ops.close();
+    }
   });
 
   it('GET /metrics exposes Prometheus metrics including request durations', async () => {

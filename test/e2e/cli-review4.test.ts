@@ -66,7 +66,7 @@ d('operator CLI, review 4 (built CLI)', () => {
     });
 
     it('a broken rule: keys revoke of an unknown key, a limit past the largest', () => {
-      expect(failure(run(['keys', 'revoke', 'no-such-key']))).toEqual(oneLine('switchboard: no API key no-such-key'));
+      expect(failure(run(['keys', 'revoke', 'no-such-key']))).toEqual(oneLine('switchboard: no API key no-such-key; `switchboard keys list` shows the key ids'));
       expect(failure(run(['companies', 'rate-limit', '--company', String(EXAMPLE.companyId), '--per-minute', '1000000001']))).toEqual(
         oneLine('switchboard: the limit must be a whole number of requests per minute from 1 to 1000000000, got 1000000001'),
       );

@@ -110,6 +110,17 @@ d('serve and worker: stop signals (built CLI, embedded default)', () => {
     TIMEOUT,
   );
 
+  it('SIGHUP (the terminal closed) stops gracefully: exit 0, the embedded Postgres stopped', async () => {
+    const serve = spawnServe();
+    await waitFor('the listening line', () => /listening on http:/.test(out));
+    const pid = postmasterPid()!;
+    const exit = exited(serve);
+    serve.kill('SIGHUP');
+    expect(await exit).toEqual({ code: 0, signal: null });
+    expect(out).toContain('"signal":"SIGHUP","msg":"shutting down: no new requests, finishing in-flight work"');
+    expect(await postgresStopped(pid)).toBe(true);
+  }, TIMEOUT);
+
   it("worker's ops listener: a probe still arriving during the stop is refused in the API shape; exit 0", async () => {
     const opsPort = await freePort();
     out = '';

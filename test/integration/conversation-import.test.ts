@@ -159,10 +159,14 @@ describe('import-messages', () => {
     Object.assign(process.env, {
       DATABASE_URL: ctx.db.url, ANONYMIZATION_SECRET: TEST_ANON_SECRET, API_KEY_PEPPER: TEST_PEPPER, LOG_LEVEL: 'silent', KAFKA_BROKERS: '',
     });
+    // the command exits with the status itself once stopped (an exit hook of the embedded Postgres would make it 0)
+    const exit = jest.spyOn(process, 'exit').mockImplementation((() => undefined) as never);
     try {
       await buildCli().exitOverride().parseAsync(['node', 'switchboard', 'import-messages', path]);
       expect(process.exitCode).toBe(1);
+      expect(exit).toHaveBeenCalledWith(1);
     } finally {
+      exit.mockRestore();
       process.exitCode = undefined;
       stdout.mockRestore();
       stderr.mockRestore();

@@ -25,6 +25,7 @@ describe('API keys and the demo', () => {
     const runtime = (): Runtime => ({
       services: { ...t.services, config: { ...t.services.config, databaseUrl: undefined } },
       url: 'http://127.0.0.1:8080',
+      beginStop: async () => undefined,
       stop: async () => undefined,
     });
 

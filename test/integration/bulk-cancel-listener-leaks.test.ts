@@ -33,7 +33,8 @@ describe('the bulk dispatcher\'s cancel listener (regression hunt)', () => {
 
   it('30 dispatchers started and stopped, or killed, one after another: none left listening, the pool not held', async () => {
     const pool = t.db.pool as unknown as { totalCount: number; idleCount: number; waitingCount: number };
-    const heldBefore = pool.totalCount - pool.idleCount; // the app's own (its caches' LISTEN connections, the runner)
+    // the app's own (its caches' LISTEN connections, the runner's batch when one runs at that moment: so an upper bound)
+    const heldBefore = pool.totalCount - pool.idleCount;
     for (let i = 0; i < 30; i++) {
       const d = new BulkDispatcher(t.services, { now: clock.now, sleep: clock.sleep, pollMs: 20 });
       d.start();
@@ -44,7 +45,7 @@ describe('the bulk dispatcher\'s cancel listener (regression hunt)', () => {
     }
     await until('connections back', async () => pool.totalCount - pool.idleCount <= heldBefore);
     expect(pool.waitingCount).toBe(0);
-    expect(pool.totalCount - pool.idleCount).toBe(heldBefore);
+    expect(pool.totalCount - pool.idleCount).toBeLessThanOrEqual(heldBefore); // 4 held before, 3 after: seen in CI
   });
 
   it('a dispatcher stopped at once (its LISTEN still connecting) leaves nothing listening', async () => {

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
@@ -46,9 +46,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   const root = resolve(dataDir);
   mkdirSync(root, { recursive: true });
   const stateFile = join(root, 'embedded-postgres.json');
-  const previous: EmbeddedState | undefined = existsSync(stateFile)
-    ? (JSON.parse(readFileSync(stateFile, 'utf8')) as EmbeddedState)
-    : undefined;
+  const previous = readState(stateFile);
   // Another switchboard process (e.g. `serve`) already runs this data dir's server: share it, don't own it. One whose
   // owner is gone (killed with SIGKILL, crashed) would run for ever, as nobody stops a shared server: stop it first.
   const previousDir = previous?.databaseDir ?? join(root, 'pg');
@@ -74,7 +72,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   const password = previous?.password ?? cryptoRandom();
   const port = await freePort(previous?.port ?? 0);
   const state: EmbeddedState = { port, password, ...(databaseDir === join(root, 'pg') ? {} : { databaseDir }), ownerPid: process.pid };
-  writeFileSync(stateFile, JSON.stringify(state), { mode: 0o600 });
+  writeStateAtomically(stateFile, state);
 
   const pg = localPostgres({ nativeDir: placement.nativeDir, databaseDir, port, password, user, postgresFlags: POSTGRES_FLAGS });
   if (firstStart && placement.nativeDir === packagedNativeDir) {
@@ -103,6 +101,36 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
 
 function binariesPackage(): string {
   return `@embedded-postgres/${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`;
+}
+
+function readState(stateFile: string): EmbeddedState | undefined {
+  if (!existsSync(stateFile)) return undefined;
+  const text = readFileSync(stateFile, 'utf8');
+  try {
+    const state = JSON.parse(text) as EmbeddedState;
+    if (typeof state.port === 'number' && typeof state.password === 'string') return state;
+  } catch {
+    // said below
+  }
+  throw new Error(`${stateFile} is damaged (${text.trim() === '' ? 'empty' : 'not the JSON this service writes'}): it holds the embedded `
+    + 'Postgres\'s port and password; restore it from a backup of DATA_DIR, or start on a new DATA_DIR');
+}
+
+/**
+ * Written to a file beside it, flushed, then renamed over it: a reader (another command on this DATA_DIR) or a
+ * process killed mid-write never leaves or sees a half-written file. Written in place, a command killed between the
+ * truncation and the write (seen in CI under load) left it empty, and every later start failed on it.
+ */
+function writeStateAtomically(stateFile: string, state: EmbeddedState): void {
+  const next = `${stateFile}.${process.pid}.tmp`;
+  const fd = openSync(next, 'w', 0o600);
+  try {
+    writeSync(fd, JSON.stringify(state));
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(next, stateFile);
 }
 
 async function createDatabase(url: string, name: string): Promise<void> {

@@ -19,7 +19,7 @@ function chooseUser(): { ids: { uid?: number; gid?: number }; who: string } {
   const reach = (flag: string, path: string) => spawnSync('test', [flag, path], { ...NOBODY, stdio: 'ignore' }).status === 0;
   if (reach('-r', BUILT_CLI) && reach('-x', postgres)) return { ids: NOBODY, who: 'nobody' };
   console.warn(`install-review6: ${PROJECT_ROOT} is out of nobody's reach (a private parent folder): the CLI runs as root here, `
-    + 'which exercises the same process-group and takeover paths with Postgres running as the postgres OS user');
+    + 'which exercises the same process-group paths with Postgres running as the postgres OS user');
   return { ids: {}, who: 'root' };
 }
 
@@ -128,7 +128,7 @@ d('npm start path: Ctrl-C, a second start, a SIGKILLed serve (built CLI, embedde
     expect(await stopped(pid)).toBe(true);
   }, TIMEOUT);
 
-  it('after serve is killed with SIGKILL, the next serve takes over the Postgres left running and stops it when it stops', async () => {
+  it('after serve is killed with SIGKILL, the next serve works on the Postgres left running (shared, as documented)', async () => {
     const killed = await serve();
     const orphan = postmasterPid()!;
     killed.child.kill('SIGKILL');
@@ -137,12 +137,12 @@ d('npm start path: Ctrl-C, a second start, a SIGKILLed serve (built CLI, embedde
 
     const next = await serve();
     expect(await accounts(next, demoKey)).toMatchObject({ status: 200, body: { companyName: 'Demo Store' } });
-    expect(next.out()).toContain(`stopped the embedded Postgres (pid ${orphan}) that an earlier process left running`);
-    expect(await stopped(orphan)).toBe(true);
-    const own = postmasterPid()!;
+    expect(postmasterPid()).toBe(orphan);
     next.child.kill('SIGTERM');
     expect(await next.exited).toEqual({ code: 0, signal: null });
-    expect(await stopped(own)).toBe(true);
-    expect(existsSync(join(dataDir(), 'pg', 'postmaster.pid'))).toBe(false);
+    // docs/install.md, "Stopping and restarting": a shared server is not stopped by the process that shares it
+    expect(running(orphan)).toBe(true);
+    process.kill(orphan, 'SIGINT');
+    expect(await stopped(orphan)).toBe(true);
   }, TIMEOUT);
 });

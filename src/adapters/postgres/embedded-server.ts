@@ -48,11 +48,16 @@ export function localPostgres(options: ServerOptions): LocalPostgres {
     },
     async start() {
       const child = spawn(join(nativeDir, 'bin', 'postgres'), ['-D', databaseDir, '-p', String(options.port), ...options.postgresFlags], {
-        ...ids, env, stdio: ['ignore', 'ignore', 'pipe'], detached: true, // its own process group: only we stop it
+        ...ids, env, stdio: ['ignore', 'ignore', 'pipe'],
+        // its own process group, so a terminal's Ctrl-C reaches only us and we stop it last (POSIX; on Windows a
+        // detached process would get a console window of its own)
+        detached: process.platform !== 'win32',
+        windowsHide: true,
       });
       const stderr = collect(child);
       await new Promise<void>((ok, fail) => {
         child.stderr!.on('data', () => stderr().includes('ready to accept connections') && ok());
+        child.once('error', (err) => fail(new Error(`postgres could not be run (${join(nativeDir, 'bin', 'postgres')}): ${err.message}`)));
         child.once('close', () => fail(exitedBeforeReady(stderr())));
       });
       server = child;

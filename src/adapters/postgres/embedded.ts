@@ -1,5 +1,4 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { isRoot, placeCluster, postgresOsUser } from './embedded-location';
@@ -30,8 +29,6 @@ interface EmbeddedState {
   password: string;
   /** where the cluster lives when it is not `<DATA_DIR>/pg` (root with a private DATA_DIR: embedded-location.ts) */
   databaseDir?: string;
-  /** the process that started the server and stops it (absent in files written before 2026-11-27) */
-  ownerPid?: number;
 }
 
 const POSTGRES_FLAGS = ['-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'];
@@ -47,18 +44,13 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   mkdirSync(root, { recursive: true });
   const stateFile = join(root, 'embedded-postgres.json');
   const previous = readState(stateFile);
-  // Another switchboard process (e.g. `serve`) already runs this data dir's server: share it, don't own it. One whose
-  // owner is gone (killed with SIGKILL, crashed) would run for ever, as nobody stops a shared server: stop it first.
+  // Another switchboard process (e.g. `serve`) already runs this data dir's server: share it, don't own it. (One left
+  // by a process killed with SIGKILL is shared too, and then never stopped by this service: docs/install.md,
+  // "Stopping and restarting"; stopping it here raced other starts and attached processes, found in review.)
   const previousDir = previous?.databaseDir ?? join(root, 'pg');
-  const pidFile = join(previousDir, 'postmaster.pid');
-  if (previous && existsSync(pidFile)) {
+  if (previous && existsSync(join(previousDir, 'postmaster.pid'))) {
     const running = `postgres://postgres:${encodeURIComponent(previous.password)}@127.0.0.1:${previous.port}/switchboard`;
-    if (await answers(running)) {
-      const orphan = orphanedPostmaster(previous, pidFile);
-      if (orphan === undefined) return { url: running, stop: async () => {} };
-      await stopOrphan(orphan, pidFile);
-      log(`stopped the embedded Postgres (pid ${orphan}) that an earlier process left running (pid ${previous.ownerPid}, ended without stopping it); starting it again`);
-    }
+    if (await answers(running)) return { url: running, stop: async () => {} };
   }
 
   // embedded-postgres and its binaries' package are ESM-only; node16 module resolution keeps these real dynamic imports.
@@ -71,7 +63,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   const firstStart = !existsSync(join(databaseDir, 'PG_VERSION'));
   const password = previous?.password ?? cryptoRandom();
   const port = await freePort(previous?.port ?? 0);
-  const state: EmbeddedState = { port, password, ...(databaseDir === join(root, 'pg') ? {} : { databaseDir }), ownerPid: process.pid };
+  const state: EmbeddedState = { port, password, ...(databaseDir === join(root, 'pg') ? {} : { databaseDir }) };
   writeStateAtomically(stateFile, state);
 
   const pg = localPostgres({ nativeDir: placement.nativeDir, databaseDir, port, password, user, postgresFlags: POSTGRES_FLAGS });
@@ -144,54 +136,6 @@ async function createDatabase(url: string, name: string): Promise<void> {
   } finally {
     await client.end();
   }
-}
-
-/**
- * The postmaster's pid when the process recorded as its owner is gone: not running, or (where /proc tells) no longer
- * its parent, its pid reused. Undefined while the owner runs, when no owner was recorded, or when the pid file cannot
- * be read: the server is then shared as before.
- */
-function orphanedPostmaster(state: EmbeddedState, pidFile: string): number | undefined {
-  if (state.ownerPid === undefined) return undefined;
-  let postmaster: number;
-  try {
-    postmaster = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  } catch {
-    return undefined;
-  }
-  if (!Number.isInteger(postmaster) || postmaster <= 0) return undefined;
-  return !isRunning(state.ownerPid) || (parentOf(postmaster) ?? state.ownerPid) !== state.ownerPid ? postmaster : undefined;
-}
-
-const isRunning = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
-
-/** The parent pid from /proc/<pid>/stat; undefined where /proc cannot tell (not Linux). */
-function parentOf(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Asks an orphaned postmaster for a fast shutdown and waits until it has removed its pid file (or is gone). */
-async function stopOrphan(pid: number, pidFile: string): Promise<void> {
-  try {
-    process.kill(pid, 'SIGINT');
-  } catch (err) {
-    throw new Error(`the embedded Postgres (pid ${pid}) that an earlier process left running cannot be stopped by this user `
-      + `(${(err as NodeJS.ErrnoException).code}): stop it, or run as the user that started it`);
-  }
-  for (let waited = 0; waited < 60_000 && existsSync(pidFile) && isRunning(pid); waited += 100) await sleep(100);
-  if (existsSync(pidFile) && isRunning(pid)) throw new Error(`the embedded Postgres (pid ${pid}) that an earlier process left running did not stop within 60 s`);
 }
 
 async function answers(url: string): Promise<boolean> {

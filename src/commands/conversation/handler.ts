@@ -1,4 +1,14 @@
-import { type EventStore, type EventToAppend, type Position, START, WrongExpectedRevisionError } from '../../ports/event-store';
+import {
+  type AppendResult,
+  DuplicateEventIdError,
+  type EventStore,
+  type EventToAppend,
+  type ExpectedRevision,
+  type Position,
+  START,
+  type StreamAppend,
+  WrongExpectedRevisionError,
+} from '../../ports/event-store';
 import type { Pool } from 'pg';
 import { DomainError } from '../decider';
 import { InvalidEventError } from '../../events/registry';
@@ -51,6 +61,8 @@ export interface RecorderOptions {
 }
 
 const PATIENT_REFRESH_MS = 1000;
+/** a cached stream with more events than this is read from its next revision rather than again from its start */
+const REREAD_LIMIT = 100n;
 const PATIENT_REFRESH_EVERY_MS = 5000;
 
 interface StreamEntry {
@@ -74,8 +86,9 @@ interface RecordingBatch {
  * batched: the Kafka consumer records one message per call, `import-messages` many. Per stream it folds the
  * stream once (and keeps the folded state, reading only newer events on the next call), decides every message
  * of the batch in order, and appends their events in one append with the expected revision; a concurrent
- * append makes it reload and decide again. Event ids are deterministic (company, conversation, message id,
- * type), so a redelivered record is never duplicated.
+ * append makes it reload and decide again. On Postgres the streams of a batch are read in one query and appended in
+ * one appendMany. Event ids are deterministic (company, conversation, message id, type), so a redelivered record
+ * is never duplicated.
  *
  * It validates against the company's directory (companies, agents, operators of the `conversations` read
  * model); when a message names something the read model does not know yet, the read model is caught up to the
@@ -114,10 +127,12 @@ export class ConversationRecorder {
     const batch: RecordingBatch = { messages, directories, elsewhere, outcomes, ctx };
     let position: Position | undefined;
     for (const run of runsInLineOrder(messages)) {
-      for (const [streamId, indexes] of groupByStream(messages, run)) {
-        const p = await this.recordStream(streamId, indexes, batch);
-        if (p !== undefined) position = p;
+      const streams = groupByStream(messages, run);
+      if (streams.size > 1 && this.deps.store.kind === 'postgres') {
+        position = this.later(position, await this.recordStreamsTogether(streams, batch));
+        continue;
       }
+      for (const [streamId, indexes] of streams) position = this.later(position, await this.recordStream(streamId, indexes, batch));
     }
     return { outcomes, position };
   }
@@ -142,49 +157,61 @@ export class ConversationRecorder {
     }
   }
 
+  /**
+   * The streams of one run together (Postgres only, whose appendMany is one statement, all or nothing): read in
+   * one query, decided, and appended in one appendMany. When the store refuses it (a concurrent append, an event
+   * it cannot store), nothing was appended and each stream is recorded on its own, as `recordStream` does; so is
+   * a stream whose events turn out stored already.
+   */
+  private async recordStreamsTogether(streams: Map<string, number[]>, batch: RecordingBatch): Promise<Position | undefined> {
+    const { messages, outcomes } = batch;
+    const entries = await this.takeMany([...streams.keys()]);
+    const appends: Array<StreamAppend & { entry: StreamEntry; indexes: number[]; local: RecordOutcome[] }> = [];
+    for (const [streamId, indexes] of streams) {
+      const entry = entries.get(streamId)!;
+      const { events, local } = this.decideStream(entry, indexes, batch);
+      if (events.length > 0) {
+        appends.push({ streamId, events, expected: expectedRevisionOf(entry), entry, indexes, local });
+        continue;
+      }
+      this.put(streamId, entry);
+      this.settle(indexes, local, outcomes, messages);
+    }
+    if (appends.length === 0) return undefined;
+    let results: AppendResult[] = [];
+    try {
+      results = await this.deps.store.appendMany(appends.map(({ streamId, events, expected }) => ({ streamId, events, expected })));
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError || err instanceof DuplicateEventIdError || err instanceof InvalidEventError)) throw err;
+    }
+    let position: Position | undefined;
+    for (const [k, a] of appends.entries()) {
+      const result = results[k];
+      if (result === undefined || result.alreadyAppended) {
+        // its entry is out of the cache: the stream is folded afresh
+        position = this.later(position, await this.recordStream(a.streamId, a.indexes, batch));
+        continue;
+      }
+      a.entry.nextRevision = result.nextRevision + 1n;
+      this.put(a.streamId, a.entry);
+      this.settle(a.indexes, a.local, outcomes, messages);
+      position = this.later(position, result.position);
+    }
+    return position;
+  }
+
   private async recordStream(streamId: string, indexes: number[], batch: RecordingBatch): Promise<Position | undefined> {
-    const { messages, directories, elsewhere, outcomes, ctx } = batch;
+    const { messages, outcomes } = batch;
     for (let attempt = 0; ; attempt++) {
       const entry = await this.take(streamId);
-      const events: EventToAppend[] = [];
-      const local: RecordOutcome[] = [];
-      for (const i of indexes) {
-        const message = messages[i];
-        const key = messageKey(message.companyId, message.messageId);
-        let decided: ConversationEvent[];
-        try {
-          decided = decider.decide(
-            {
-              type: 'RecordMessage',
-              data: {
-                message,
-                directory: directories.get(message.companyId)!,
-                recordedInConversation: elsewhere.get(key) ?? this.remembered.get(key) ?? null,
-              },
-            },
-            entry.state,
-          );
-        } catch (err) {
-          if (!(err instanceof DomainError)) throw err;
-          local.push({ status: 'rejected', code: err.code, reason: err.message });
-          continue;
-        }
-        const metadata = baseMetadata({ ...ctx, companyId: message.companyId, now: ctx.now ?? this.deps.now });
-        for (const e of decided) {
-          decider.evolve(entry.state, e);
-          const eventId = conversationEventId(message.companyId, message.conversationId, message.messageId, e.type, occurrenceOf(entry.state, e));
-          events.push({ type: e.type, data: e.data, metadata: { ...metadata, eventId } });
-        }
-        local.push(outcomeOf(decided));
-      }
+      const { events, local } = this.decideStream(entry, indexes, batch);
       if (events.length === 0) {
         this.put(streamId, entry);
         this.settle(indexes, local, outcomes, messages);
         return undefined;
       }
       try {
-        const expected = entry.nextRevision === 0n ? ('no_stream' as const) : entry.nextRevision - 1n;
-        const result = await this.deps.store.append(streamId, events, expected);
+        const result = await this.deps.store.append(streamId, events, expectedRevisionOf(entry));
         // every id already stored: the state was stale. Decided again on the stream as it is, since a later event may
         // follow those (another writer's deletion then restore: this record's deletion is a new one, not theirs).
         if (result.alreadyAppended && attempt < this.maxRetries) continue;
@@ -220,6 +247,50 @@ export class ConversationRecorder {
     return position;
   }
 
+  /** Decides the stream's messages in line order on its folded state (evolved with the events decided). */
+  private decideStream(entry: StreamEntry, indexes: number[], batch: RecordingBatch): { events: EventToAppend[]; local: RecordOutcome[] } {
+    const { messages, directories, elsewhere, ctx } = batch;
+    const events: EventToAppend[] = [];
+    const local: RecordOutcome[] = [];
+    for (const i of indexes) {
+      const message = messages[i];
+      const key = messageKey(message.companyId, message.messageId);
+      let decided: ConversationEvent[];
+      try {
+        decided = decider.decide(
+          {
+            type: 'RecordMessage',
+            data: {
+              message,
+              directory: directories.get(message.companyId)!,
+              recordedInConversation: elsewhere.get(key) ?? this.remembered.get(key) ?? null,
+            },
+          },
+          entry.state,
+        );
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        local.push({ status: 'rejected', code: err.code, reason: err.message });
+        continue;
+      }
+      const metadata = baseMetadata({ ...ctx, companyId: message.companyId, now: ctx.now ?? this.deps.now });
+      for (const e of decided) {
+        decider.evolve(entry.state, e);
+        const eventId = conversationEventId(message.companyId, message.conversationId, message.messageId, e.type, occurrenceOf(entry.state, e));
+        events.push({ type: e.type, data: e.data, metadata: { ...metadata, eventId } });
+      }
+      local.push(outcomeOf(decided));
+    }
+    return { events, local };
+  }
+
+  /** The later of two positions (undefined: none yet). */
+  private later(a: Position | undefined, b: Position | undefined): Position | undefined {
+    if (a === undefined) return b;
+    if (b === undefined) return a;
+    return this.deps.store.comparePositions(a, b) >= 0 ? a : b;
+  }
+
   private settle(indexes: number[], local: RecordOutcome[], outcomes: RecordOutcome[], messages: readonly MessageToRecord[]): void {
     indexes.forEach((i, n) => {
       outcomes[i] = local[n];
@@ -241,6 +312,30 @@ export class ConversationRecorder {
     for (const e of newer) decider.evolve(entry.state, { type: e.type, data: e.data } as ConversationEvent);
     if (newer.length > 0) entry.nextRevision = newer[newer.length - 1].revision + 1n;
     return entry;
+  }
+
+  /**
+   * The folded states of several streams, brought up to date, owned by the caller until `put` back: read in one
+   * query, except cached streams longer than REREAD_LIMIT events, read on their own from their next revision.
+   */
+  private async takeMany(streamIds: string[]): Promise<Map<string, StreamEntry>> {
+    const entries = new Map<string, StreamEntry>();
+    for (const id of streamIds) {
+      entries.set(id, this.cache.get(id) ?? { state: decider.initialState(), nextRevision: 0n });
+      this.cache.delete(id);
+    }
+    const long = streamIds.filter((id) => entries.get(id)!.nextRevision > REREAD_LIMIT);
+    const read = await this.deps.store.readStreams(streamIds.filter((id) => entries.get(id)!.nextRevision <= REREAD_LIMIT));
+    const newer = await Promise.all(long.map((id) => this.deps.store.readStream(id, entries.get(id)!.nextRevision)));
+    long.forEach((id, k) => read.set(id, newer[k]));
+    for (const [id, entry] of entries) {
+      for (const e of read.get(id)!) {
+        if (e.revision < entry.nextRevision) continue;
+        decider.evolve(entry.state, { type: e.type, data: e.data } as ConversationEvent);
+        entry.nextRevision = e.revision + 1n;
+      }
+    }
+    return entries;
   }
 
   private put(streamId: string, entry: StreamEntry): void {
@@ -272,6 +367,8 @@ function runsInLineOrder(messages: readonly MessageToRecord[]): number[][] {
   if (run.length > 0) runs.push(run);
   return runs;
 }
+
+const expectedRevisionOf = (entry: StreamEntry): ExpectedRevision => (entry.nextRevision === 0n ? 'no_stream' : entry.nextRevision - 1n);
 
 function outcomeOf(decided: readonly ConversationEvent[]): RecordOutcome {
   if (decided.length === 0) return { status: 'unchanged' };

@@ -29,7 +29,7 @@ export interface StopSignals {
  * (once) and exits 128 + the signal's number. A second signal (either one), or a stop that takes
  * longer than INTERRUPT_STOP_MS, exits at once with one more line; the exit hooks still stop the embedded Postgres.
  */
-export function exitOnStopSignals(stop: () => Promise<void>, left: string): StopSignals {
+export function exitOnStopSignals(stop: () => Promise<void>, left: () => string): StopSignals {
   let first: StopSignal | undefined;
   const write = (line: string) => process.stderr.write(`${process.stderr.isTTY ? '\r\x1b[2K' : ''}switchboard: ${line}\n`);
   const onSignal = (signal: StopSignal) => {
@@ -38,7 +38,7 @@ export function exitOnStopSignals(stop: () => Promise<void>, left: string): Stop
       process.exit(signalExitCode(signal));
     }
     first = signal;
-    write(`interrupted by ${signal}; ${left}`);
+    write(`interrupted by ${signal}; ${left()}`);
     setTimeout(() => {
       write(`the stop after ${signal} took longer than ${INTERRUPT_STOP_MS / 1000} s; exiting`);
       process.exit(signalExitCode(signal));

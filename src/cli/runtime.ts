@@ -5,6 +5,7 @@ import { exitOnStopSignals } from './one-shot-signals';
 
 /** What an interrupted command leaves, for its `interrupted by SIGNAL; ...` line, when the command does not say. */
 const NOTHING_CHANGED = 'nothing was changed';
+const FINISHED = 'the command had finished (its output is complete); only its stop was cut short';
 
 /**
  * Runs a one-shot CLI operation against the configured backends (no HTTP, no workers), then shuts down. SIGTERM or
@@ -17,10 +18,13 @@ export async function withCliRuntime<T>(fn: (services: Services) => Promise<T>, 
   let stopped: Promise<void> | undefined;
   // a start that fails has stopped what it started; the signal's stop waits for the start's end either way
   const stop = () => (stopped ??= started.then((runtime) => runtime.stop(), () => undefined));
-  const signals = exitOnStopSignals(stop, left);
+  let done = false;
+  // a signal once the command's work is done cuts only its stop short: the line says so, not what a cut command leaves
+  const signals = exitOnStopSignals(stop, () => (done ? FINISHED : left));
   let result: T;
   try {
     result = await fn((await started).services);
+    done = true;
   } catch (err) {
     // after a signal the pools close under the operation: its failure is the interruption's, already reported
     if (signals.received()) return signals.exiting();

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { BUILT_CLI as CLI, describeWithBuiltCli, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
+import { isRunning as running, postmasterPidOf, untilStopped } from '../support/embedded-process';
 import { EXAMPLE, exampleFixture } from '../support/provisioning';
 
 // Found in review 6 (built CLI, embedded default, real signals to the node process only): a one-shot command had no
@@ -77,24 +78,8 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
 
   const state = () => JSON.parse(readFileSync(join(dataDir, 'embedded-postgres.json'), 'utf8')) as { port: number; password: string; databaseDir?: string };
 
-  /** The embedded Postgres's postmaster pid, from its pid file (the cluster may live outside DATA_DIR as root). */
-  const postmasterPid = (): number | undefined => {
-    const pidFile = join(state().databaseDir ?? join(dataDir, 'pg'), 'postmaster.pid');
-    return existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : undefined;
-  };
-  const running = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  /** Postgres takes a moment to stop after its SIGINT: wait for it (bounded; a server left running fails). */
-  const postgresStopped = async (pid: number) => {
-    for (let i = 0; i < 200 && running(pid); i++) await new Promise((r) => setTimeout(r, 50));
-    return !running(pid);
-  };
+  const postmasterPid = () => postmasterPidOf(dataDir);
+  const postgresStopped = (pid: number) => untilStopped(pid);
 
   /** A connection to the Postgres the command started (never to be stopped by this test). */
   const connectToCommandsPostgres = async (): Promise<Client> => {

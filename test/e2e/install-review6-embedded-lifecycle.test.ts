@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUILT_CLI, describeWithBuiltCli, freePort, PROJECT_ROOT } from '../support/e2e-server';
+import { isRunning as running, postmasterPidOf, untilStopped } from '../support/embedded-process';
 
 // The README's `npm start` path as a new user meets it (docs/install.md, "Stopping and restarting", 2026-11-27):
 // `serve` on the embedded default, run from another folder with a relative DATA_DIR whose path has a space and
@@ -58,25 +59,11 @@ d('npm start path: Ctrl-C, a second start, a SIGKILLed serve (built CLI, embedde
   const urlOf = (run: Run) => /listening on (http:\/\/\S+)/.exec(run.out())![1];
 
   const postmasterPid = (): number | undefined => {
-    const state = JSON.parse(readFileSync(join(dataDir(), 'embedded-postgres.json'), 'utf8')) as { databaseDir?: string };
-    const pidFile = join(state.databaseDir ?? join(dataDir(), 'pg'), 'postmaster.pid');
-    if (!existsSync(pidFile)) return undefined;
-    const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-    postmasters.add(pid);
+    const pid = postmasterPidOf(dataDir());
+    if (pid !== undefined) postmasters.add(pid);
     return pid;
   };
-  const running = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  const stopped = async (pid: number) => {
-    for (let i = 0; i < 400 && running(pid); i++) await new Promise((r) => setTimeout(r, 50));
-    return !running(pid);
-  };
+  const stopped = (pid: number) => untilStopped(pid);
   /** Log lines at pino's error level or above (50), and any line about Postgres ending the service's connections. */
   const errorsIn = (out: string) => out.split('\n').filter((l) => /terminating connection/.test(l)
     || (l.startsWith('{') && (JSON.parse(l) as { level?: number }).level! >= 50));

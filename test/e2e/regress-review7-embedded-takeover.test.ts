@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUILT_CLI, describeWithBuiltCli, freePort, PROJECT_ROOT } from '../support/e2e-server';
+import { isRunning as running, postmasterPidOf } from '../support/embedded-process';
 
 // Review 7 (2026-11-27) of the embedded takeover (a later start stops a server whose recorded owner is gone and
 // starts it again as its own). Both cases passed on dc396bb (the start attached to the orphan, as to any running
@@ -42,19 +43,9 @@ d('embedded takeover with other processes on the same DATA_DIR (built CLI)', () 
     return { run: r, url: /listening on (http:\/\/\S+)/.exec(r.out())![1] };
   };
   const postmasterPid = (): number | undefined => {
-    const pidFile = join(dataDir, 'pg', 'postmaster.pid');
-    if (!existsSync(pidFile)) return undefined;
-    const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-    postmasters.add(pid);
+    const pid = postmasterPidOf(dataDir);
+    if (pid !== undefined) postmasters.add(pid);
     return pid;
-  };
-  const running = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
   };
   /** A Postgres left running by a serve killed with SIGKILL (no process attached to it). */
   const orphanedServer = async (): Promise<number> => {

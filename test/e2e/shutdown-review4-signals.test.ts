@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUILT_CLI as CLI, describeWithBuiltCli, freePort } from '../support/e2e-server';
+import { isRunning as running, postmasterPidOf, untilStopped } from '../support/embedded-process';
 
 // Stop signals on the built CLI with the embedded default (docs/core.md, "Runtime": "A second signal or 30 s forces
 // the exit"). A forced exit must still stop the embedded Postgres the process spawned: killed by a signal's default
@@ -47,25 +48,8 @@ d('serve and worker: stop signals (built CLI, embedded default)', () => {
 
   const exited = (c: ChildProcess) => new Promise<Exit>((ok) => c.once('exit', (code, signal) => ok({ code, signal })));
 
-  /** The embedded Postgres's postmaster pid, from its pid file (the cluster may live outside DATA_DIR as root). */
-  const postmasterPid = (): number | undefined => {
-    const state = JSON.parse(readFileSync(join(dataDir, 'embedded-postgres.json'), 'utf8')) as { databaseDir?: string };
-    const pidFile = join(state.databaseDir ?? join(dataDir, 'pg'), 'postmaster.pid');
-    return existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : undefined;
-  };
-  const running = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  /** Postgres takes a moment to stop after its SIGINT: wait for it (bounded; a server left running fails). */
-  const postgresStopped = async (pid: number) => {
-    for (let i = 0; i < 200 && running(pid); i++) await new Promise((r) => setTimeout(r, 50));
-    return !running(pid);
-  };
+  const postmasterPid = () => postmasterPidOf(dataDir);
+  const postgresStopped = (pid: number) => untilStopped(pid);
 
   /** A request whose body never completes: the graceful stop waits for it, so a second signal arrives mid-shutdown. */
   const holdARequest = async () => {

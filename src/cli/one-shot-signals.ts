@@ -1,4 +1,5 @@
 import { constants } from 'node:os';
+import { onStopSignals, type StopSignal } from './stop-signals';
 
 // SIGTERM and SIGINT during a one-shot command (`seed`, `import-messages`, `projections rebuild`, ...). Without a
 // listener Node's default action kills the process at once: the embedded Postgres it spawned stays running,
@@ -8,9 +9,6 @@ import { constants } from 'node:os';
 /** How long the stop after a signal may take before the process exits anyway (its exit hook still stops Postgres). */
 export const INTERRUPT_STOP_MS = 10_000;
 
-// SIGHUP: the terminal closed (as for `serve`)
-const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
-type StopSignal = (typeof STOP_SIGNALS)[number];
 
 /** The shell's status for a process ended by `signal`: 128 + its number (SIGHUP 129, SIGINT 130, SIGTERM 143). */
 export const signalExitCode = (signal: StopSignal): number => 128 + constants.signals[signal];
@@ -30,27 +28,25 @@ export interface StopSignals {
  * longer than INTERRUPT_STOP_MS, exits at once with one more line; the exit hooks still stop the embedded Postgres.
  */
 export function exitOnStopSignals(stop: () => Promise<void>, left: () => string): StopSignals {
-  let first: StopSignal | undefined;
   const write = (line: string) => process.stderr.write(`${process.stderr.isTTY ? '\r\x1b[2K' : ''}switchboard: ${line}\n`);
-  const onSignal = (signal: StopSignal) => {
-    if (first !== undefined) {
+  const signals = onStopSignals({
+    first: (signal) => {
+      write(`interrupted by ${signal}; ${left()}`);
+      void stop().catch(() => undefined).then(() => process.exit(signalExitCode(signal)));
+    },
+    again: (signal, first) => {
       write(`${signal} while stopping after ${first}; exiting without waiting for the stop`);
       process.exit(signalExitCode(signal));
-    }
-    first = signal;
-    write(`interrupted by ${signal}; ${left()}`);
-    setTimeout(() => {
+    },
+    forcedAfterMs: INTERRUPT_STOP_MS,
+    forced: (signal) => {
       write(`the stop after ${signal} took longer than ${INTERRUPT_STOP_MS / 1000} s; exiting`);
       process.exit(signalExitCode(signal));
-    }, INTERRUPT_STOP_MS).unref();
-    void stop().catch(() => undefined).then(() => process.exit(signalExitCode(signal)));
-  };
-  for (const s of STOP_SIGNALS) process.on(s, onSignal);
-  return {
-    received: () => first !== undefined,
-    exiting: () => new Promise<never>(() => {}),
-    dispose: () => {
-      for (const s of STOP_SIGNALS) process.removeListener(s, onSignal);
     },
+  });
+  return {
+    received: () => signals.received() !== undefined,
+    exiting: () => new Promise<never>(() => {}),
+    dispose: signals.dispose,
   };
 }

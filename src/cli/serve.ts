@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { type Config, loadConfig } from '../config';
 import { createLogger, type Role, type Runtime, startRuntime } from '../main';
 import { reportStartupFailure } from './startup-errors';
+import { onStopSignals } from './stop-signals';
 
 export function registerServeCommands(program: Command): void {
   program
@@ -17,8 +18,6 @@ export function registerServeCommands(program: Command): void {
 
 /** How long a graceful stop may take before the process exits anyway (docs/core.md, "Runtime"). */
 export const FORCED_EXIT_MS = 30_000;
-// SIGHUP: the terminal closed; without a listener it killed the process and left the embedded Postgres running
-const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const started = Date.now();
@@ -40,30 +39,30 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
 }
 
 /**
- * The first SIGTERM or SIGINT asks for a graceful stop and arms the forced exit (after the shutdown delay, which
- * serves on, plus FORCED_EXIT_MS); any later one (either signal)
- * exits at once. Both forced exits go through process.exit (code 1), so the exit hooks still stop the embedded
- * Postgres (Node's default for a signal with no listener would kill the process and leave it running).
+ * The first stop signal asks for a graceful stop and arms the forced exit (after the shutdown delay, which serves on,
+ * plus FORCED_EXIT_MS); any later one (either signal) exits at once. Both forced exits go through process.exit (code
+ * 1), so the exit hooks still stop the embedded Postgres (Node's default for a signal with no listener would kill the
+ * process and leave it running).
  */
 function listenForStopSignals(log: Logger, shutdownDelayMs: number): { signalled: Promise<void>; requested: () => boolean } {
-  let signal: string | undefined;
   let resolveSignalled!: () => void;
   const signalled = new Promise<void>((ok) => (resolveSignalled = ok));
-  const onSignal = (received: string) => {
-    if (signal !== undefined) {
-      log.error({ signal: received, first: signal }, 'second signal during shutdown; exiting now');
+  const signals = onStopSignals({
+    first: (signal) => {
+      log.info({ signal }, 'shutting down: no new requests, finishing in-flight work');
+      resolveSignalled();
+    },
+    again: (signal, first) => {
+      log.error({ signal, first }, 'second signal during shutdown; exiting now');
       process.exit(1);
-    }
-    signal = received;
-    log.info({ signal }, 'shutting down: no new requests, finishing in-flight work');
-    setTimeout(() => {
+    },
+    forcedAfterMs: shutdownDelayMs + FORCED_EXIT_MS,
+    forced: (signal) => {
       log.error({ signal, ms: shutdownDelayMs + FORCED_EXIT_MS }, 'shutdown took too long; exiting');
       process.exit(1);
-    }, shutdownDelayMs + FORCED_EXIT_MS).unref();
-    resolveSignalled();
-  };
-  for (const s of STOP_SIGNALS) process.on(s, onSignal);
-  return { signalled, requested: () => signal !== undefined };
+    },
+  });
+  return { signalled, requested: () => signals.received() !== undefined };
 }
 
 async function runStartedHooks(runtime: Runtime, stopRequested: () => boolean): Promise<void> {

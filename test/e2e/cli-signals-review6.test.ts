@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
+import { type CliProcess, startCli } from '../support/cli-process';
 import { BUILT_CLI as CLI, describeWithBuiltCli, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
 import { isRunning as running, postmasterPidOf, untilStopped } from '../support/embedded-process';
 import { EXAMPLE, exampleFixture } from '../support/provisioning';
@@ -46,17 +47,12 @@ const IMPORT_LEFT = 'the messages recorded so far stay recorded: import the same
 const REBUILD_LEFT = 'a rebuild stopped before its swap (its process ended): the live tables serve as before; the next start of `serve` or '
   + '`worker` drops its partial tables (rm_ratelimits__next), or run `switchboard projections rebuild ratelimits` again';
 
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
 const d = describeWithBuiltCli('one-shot CLI signals suite');
 
 d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
   let dir: string;
   let dataDir: string;
-  let child: ChildProcess | undefined;
+  let started: CliProcess | undefined;
 
   const env = (): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
 
@@ -65,16 +61,7 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
     return { status: r.status, stdout: r.stdout, stderr: r.stderr };
   };
 
-  const start = (args: string[]) => {
-    let stderr = '';
-    let stdout = '';
-    child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (x) => (stdout += x));
-    child.stderr!.on('data', (x) => (stderr += x));
-    const c = child;
-    const exited = new Promise<Exit>((ok) => c.once('exit', (code, signal) => ok({ code, signal })));
-    return { process: c, exited, stderr: () => stderr, stdout: () => stdout };
-  };
+  const start = (args: string[]) => (started = startCli(args, env(), { cwd: ROOT }));
 
   const state = () => JSON.parse(readFileSync(join(dataDir, 'embedded-postgres.json'), 'utf8')) as { port: number; password: string; databaseDir?: string };
 
@@ -91,9 +78,9 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
   };
 
   /** Until `ready` answers true on the command's Postgres (it is up once the pid file is and it answers). */
-  async function until(command: ReturnType<typeof start>, ready: (db: Client) => Promise<boolean>): Promise<Client> {
+  async function until(command: CliProcess, ready: (db: Client) => Promise<boolean>): Promise<Client> {
     for (;;) {
-      if (command.process.exitCode !== null) throw new Error(`the command ended (${command.process.exitCode}) too early: ${command.stderr()}`);
+      if (command.child.exitCode !== null) throw new Error(`the command ended (${command.child.exitCode}) too early: ${command.stderr()}`);
       const db = postmasterPid() === undefined ? undefined : await connectToCommandsPostgres().catch(() => undefined);
       if (db && (await ready(db).catch(() => false))) return db;
       await db?.end();
@@ -134,11 +121,7 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
   }, TIMEOUT);
 
   afterEach(async () => {
-    if (child && child.exitCode === null && !child.signalCode) {
-      const exited = new Promise((ok) => child!.once('exit', ok));
-      child.kill('SIGKILL');
-      await exited;
-    }
+    await started?.kill();
     const pid = existsSync(join(dataDir, 'embedded-postgres.json')) ? postmasterPid() : undefined;
     if (pid && running(pid)) {
       process.kill(pid, 'SIGINT'); // what the failing version left behind
@@ -160,7 +143,7 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
       const db = await until(command, async (c) => (await c.query<{ n: number }>(MESSAGE_EVENTS, [`${prefix}-%`])).rows[0].n > 0);
       await db.end();
       const pid = postmasterPid()!;
-      command.process.kill(signal);
+      command.child.kill(signal);
 
       const exit = await command.exited;
       expect({ exit, stderr: command.stderr(), stdout: command.stdout(), postgresStopped: await postgresStopped(pid) }).toEqual({
@@ -228,7 +211,7 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
       const { command, db } = await replayingRebuild();
       await db.end();
       const pid = postmasterPid()!;
-      command.process.kill('SIGTERM');
+      command.child.kill('SIGTERM');
 
       const exit = await command.exited;
       expect({ exit, stderr: command.stderr(), postgresStopped: await postgresStopped(pid) }).toEqual({
@@ -253,9 +236,9 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
 
     it('a second signal while the stop waits: exits at once with its code and a second line; Postgres stopped', async () => {
       const { command, pid } = await stuckRebuild();
-      command.process.kill('SIGTERM');
+      command.child.kill('SIGTERM');
       for (let i = 0; i < 400 && !command.stderr().includes('interrupted by'); i++) await new Promise((r) => setTimeout(r, 25));
-      command.process.kill('SIGINT');
+      command.child.kill('SIGINT');
 
       expect(await command.exited).toEqual({ code: 130, signal: null });
       expect(command.stderr()).toBe(
@@ -268,7 +251,7 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
 
     it('a stop stuck past its 10 s: exits with the signal\'s code and a line saying so; Postgres stopped', async () => {
       const { command, pid } = await stuckRebuild();
-      command.process.kill('SIGINT');
+      command.child.kill('SIGINT');
 
       expect(await command.exited).toEqual({ code: 130, signal: null });
       expect(command.stderr()).toBe(`switchboard: interrupted by SIGINT; ${REBUILD_LEFT}\nswitchboard: the stop after SIGINT took longer than 10 s; exiting\n`);

@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startCli } from '../support/cli-process';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
 
@@ -64,11 +65,10 @@ d('a projections rebuild killed mid-replay (built CLI, a real kill -9)', () => {
   });
 
   it('status names the interrupted rebuild and the next serve drops its partial tables', async () => {
-    const rebuild = spawn(process.execPath, [CLI, 'projections', 'rebuild', 'ratelimits'], { cwd: ROOT, env: env(), stdio: 'ignore' });
-    const exited = new Promise<NodeJS.Signals | null>((ok) => rebuild.once('exit', (_code, signal) => ok(signal)));
-    await untilReplaying(rebuild);
-    rebuild.kill('SIGKILL');
-    expect(await exited).toBe('SIGKILL');
+    const rebuild = startCli(['projections', 'rebuild', 'ratelimits'], env(), { cwd: ROOT });
+    await untilReplaying(rebuild.child);
+    rebuild.child.kill('SIGKILL');
+    expect((await rebuild.exited).signal).toBe('SIGKILL');
 
     // what the killed process left
     expect(await checkpoint()).toMatchObject({ state: 'rebuilding' });
@@ -82,9 +82,9 @@ d('a projections rebuild killed mid-replay (built CLI, a real kill -9)', () => {
     const table = cli(['projections', 'status']);
     expect(table.stdout).toMatch(/^ratelimits .* rebuild interrupted \(a rebuild stopped before its swap/m);
 
-    const serve = startServe();
+    const serve = startCli(['serve'], env(), { cwd: ROOT });
     try {
-      await serve.ready;
+      await serve.untilOutput('switchboard listening on', Infinity);
       expect(await nextSchemaExists()).toBe(false);
       expect(await checkpoint()).toEqual({ state: 'running', error: 'an interrupted rebuild\'s partial tables were dropped at start' });
       expect(status()).toMatchObject({ state: 'running' });
@@ -110,25 +110,5 @@ d('a projections rebuild killed mid-replay (built CLI, a real kill -9)', () => {
       if (n > 0 && state === 'rebuilding') return;
       await new Promise((r) => setTimeout(r, 10));
     }
-  }
-
-  function startServe() {
-    let out = '';
-    const child = spawn(process.execPath, [CLI, 'serve'], { cwd: ROOT, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (chunk) => (out += chunk));
-    child.stderr!.on('data', (chunk) => (out += chunk));
-    const ready = (async () => {
-      while (!out.includes('switchboard listening on')) {
-        if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode}: ${out}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
-    const stop = async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((ok) => child.once('exit', ok));
-      child.kill('SIGTERM');
-      await exited;
-    };
-    return { ready, stop, output: () => out };
   }
 });

@@ -1,9 +1,9 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SHUTDOWN_DELAY_S (docs/core.md, "Runtime"): at SIGTERM, /readyz answers 503 at once while the API is still served
 // until the delay ends; then the stop goes on as without it, and the process exits 0.
@@ -18,14 +18,9 @@ d('serve: SIGTERM with SHUTDOWN_DELAY_S (built CLI)', () => {
   let env: NodeJS.ProcessEnv;
   let url: string;
   let apiKey: string;
-  let serve: ChildProcess | undefined;
-  let out = '';
+  let serve: CliProcess | undefined;
 
-  const cli = (...args: string[]) => {
-    const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`switchboard ${args.join(' ')} exited with ${r.status}: ${r.stderr}`);
-    return r.stdout;
-  };
+  const cli = (...args: string[]) => runCli(env, args);
   const get = async (path: string, headers: Record<string, string> = {}) => {
     const r = await fetch(`${url}${path}`, { headers });
     return { status: r.status, body: await r.json() };
@@ -38,26 +33,20 @@ d('serve: SIGTERM with SHUTDOWN_DELAY_S (built CLI)', () => {
     env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, { SHUTDOWN_DELAY_S: '3' });
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e shutdown delay').trim();
-    serve = spawn(process.execPath, [CLI, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    serve.stdout!.on('data', (x) => (out += x));
-    serve.stderr!.on('data', (x) => (out += x));
-    for (let i = 0; i < 1200 && !out.includes(`listening on ${url}`); i++) await new Promise((r) => setTimeout(r, 50));
+    serve = startCli(['serve'], env);
+    await serve.untilOutput(`listening on ${url}`);
   }, TIMEOUT);
 
   afterAll(async () => {
-    if (serve && serve.exitCode === null) {
-      serve.kill('SIGKILL');
-      await new Promise((ok) => serve!.once('exit', ok));
-    }
+    await serve?.kill();
     await db?.drop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   }, TIMEOUT);
 
   it('turns /readyz to 503 at once, serves the API until the delay ends, then stops and exits 0', async () => {
-    expect(out).toContain(`listening on ${url}`);
+    expect(serve!.output()).toContain(`listening on ${url}`);
     expect(await get('/readyz')).toMatchObject({ status: 200, body: { status: 'ready' } });
-    const exit = new Promise<number | null>((ok) => serve!.once('exit', (code) => ok(code)));
-    serve!.kill('SIGTERM');
+    serve!.child.kill('SIGTERM');
 
     let readiness = await get('/readyz');
     for (let i = 0; i < 100 && readiness.status === 200; i++) readiness = await get('/readyz');
@@ -66,10 +55,10 @@ d('serve: SIGTERM with SHUTDOWN_DELAY_S (built CLI)', () => {
     const accounts = await get('/api/v1/business-accounts/', { 'x-api-key': apiKey });
     expect(accounts.status).toBe(200);
     expect((accounts.body as { apiKeyName: string }).apiKeyName).toBe('e2e shutdown delay');
-    expect(serve!.exitCode).toBeNull();
+    expect(serve!.child.exitCode).toBeNull();
 
-    expect(await exit).toBe(0);
-    expect(out).toContain('"msg":"not ready: serving on until the shutdown delay ends"');
+    expect((await serve!.exited).code).toBe(0);
+    expect(serve!.output()).toContain('"msg":"not ready: serving on until the shutdown delay ends"');
     await expect(fetch(`${url}/readyz`)).rejects.toThrow();
   }, TIMEOUT);
 });

@@ -1,10 +1,10 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SIGTERM while a bulk send dispatches and its client webhooks are being delivered (the built CLI; a fake Graph API
 // and a client webhook receiver, both a little slow, run by the test). After a restart the bulk finishes: the
@@ -40,38 +40,20 @@ d('serve: SIGTERM during a bulk dispatch and webhook deliveries (built CLI)', ()
   let env: NodeJS.ProcessEnv;
   let url: string;
   let apiKey: string;
-  let serve: ChildProcess | undefined;
-  let out = '';
+  let serve: CliProcess | undefined;
   const providerCalls = new Map<string, number>();
   const webhookHits = new Map<string, number>();
   let graph: { server: Server; port: number };
   let receiver: { server: Server; port: number };
 
-  const cli = (...args: string[]) => {
-    const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`switchboard ${args.join(' ')} exited with ${r.status}: ${r.stderr}`);
-    return r.stdout;
-  };
+  const cli = (...args: string[]) => runCli(env, args);
   const api = async (path: string, init: RequestInit = {}) => {
     const res = await fetch(`${url}${path}`, { ...init, headers: { 'content-type': 'application/json', 'x-api-key': apiKey, ...(init.headers ?? {}) } });
     return { status: res.status, body: (await res.json()) as any };
   };
   const startServe = async () => {
-    out = '';
-    serve = spawn(process.execPath, [CLI, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    serve.stdout!.on('data', (x) => (out += x));
-    serve.stderr!.on('data', (x) => (out += x));
-    for (let i = 0; i < 1200 && !out.includes(`listening on ${url}`); i++) {
-      if (serve.exitCode !== null) throw new Error(`serve exited: ${out}`);
-      await sleep(50);
-    }
-  };
-  const stopServe = async () => {
-    const exit = new Promise<number | null>((ok) => serve!.once('exit', (code) => ok(code)));
-    serve!.kill('SIGTERM');
-    const code = await exit;
-    serve = undefined;
-    return code;
+    serve = startCli(['serve'], env);
+    await serve.untilOutput(`listening on ${url}`);
   };
   const until = async (what: string, done: () => boolean | Promise<boolean>) => {
     for (let i = 0; i < 1200; i++) {
@@ -108,10 +90,7 @@ d('serve: SIGTERM during a bulk dispatch and webhook deliveries (built CLI)', ()
   }, TIMEOUT);
 
   afterAll(async () => {
-    if (serve && serve.exitCode === null) {
-      serve.kill('SIGKILL');
-      await new Promise((ok) => serve!.once('exit', ok));
-    }
+    await serve?.kill();
     for (const s of [graph?.server, receiver?.server]) {
       s?.closeAllConnections();
       await new Promise((ok) => s?.close(ok));
@@ -138,7 +117,7 @@ d('serve: SIGTERM during a bulk dispatch and webhook deliveries (built CLI)', ()
 
     await until('dispatch and deliveries under way', () => providerCalls.size >= 10 && webhookHits.size >= 3);
     const atStop = { sent: providerCalls.size, received: webhookHits.size };
-    expect(await stopServe()).toBe(0);
+    expect(await serve!.stop()).toBe(0);
     expect(atStop.sent).toBeLessThan(RECIPIENTS); // the stop came mid-dispatch
 
     await startServe();
@@ -157,6 +136,6 @@ d('serve: SIGTERM during a bulk dispatch and webhook deliveries (built CLI)', ()
     expect([...providerCalls.values()].filter((n) => n !== 1)).toEqual([]);
     expect(webhookHits.size).toBe(RECIPIENTS);
     expect([...webhookHits.values()].filter((n) => n !== 1)).toEqual([]);
-    expect(await stopServe()).toBe(0);
+    expect(await serve!.stop()).toBe(0);
   }, TIMEOUT);
 });

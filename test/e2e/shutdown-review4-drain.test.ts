@@ -1,11 +1,11 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SIGTERM while single sends wait on the provider (the built CLI, PROVIDER=cloud-api against a fake Graph API that
 // answers only when the test says): every send in flight is answered 200 and its events are stored; a request that
@@ -80,14 +80,9 @@ d('serve: SIGTERM with sends in flight (built CLI, cloud-api provider)', () => {
   let env: NodeJS.ProcessEnv;
   let url: string;
   let apiKey: string;
-  let serve: ChildProcess | undefined;
-  let out = '';
+  let serve: CliProcess;
 
-  const cli = (...args: string[]) => {
-    const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`switchboard ${args.join(' ')} exited with ${r.status}: ${r.stderr}`);
-    return r.stdout;
-  };
+  const cli = (...args: string[]) => runCli(env, args);
 
   const sendBody = (n: number) => JSON.stringify({
     phone_number_id: PHONE_NUMBER_ID,
@@ -102,12 +97,7 @@ d('serve: SIGTERM with sends in flight (built CLI, cloud-api provider)', () => {
   };
 
   const waitFor = async (what: string, done: () => boolean) => {
-    for (let i = 0; i < 1200; i++) {
-      if (done()) return;
-      if (serve?.exitCode !== null) throw new Error(`serve exited before ${what}: ${out}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`never saw ${what}: ${out}`);
+    if (!(await serve.until(what, done))) throw new Error(`never saw ${what}: ${serve.output()}`);
   };
 
   beforeAll(async () => {
@@ -122,17 +112,12 @@ d('serve: SIGTERM with sends in flight (built CLI, cloud-api provider)', () => {
     });
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e drain').trim();
-    serve = spawn(process.execPath, [CLI, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    serve.stdout!.on('data', (x) => (out += x));
-    serve.stderr!.on('data', (x) => (out += x));
-    await waitFor('the listening line', () => out.includes(`listening on ${url}`));
+    serve = startCli(['serve'], env);
+    await waitFor('the listening line', () => serve.output().includes(`listening on ${url}`));
   }, TIMEOUT);
 
   afterAll(async () => {
-    if (serve && serve.exitCode === null) {
-      serve.kill('SIGKILL');
-      await new Promise((ok) => serve!.once('exit', ok));
-    }
+    await serve?.kill();
     await provider.stop();
     await db?.drop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
@@ -156,10 +141,9 @@ d('serve: SIGTERM with sends in flight (built CLI, cloud-api provider)', () => {
     late.write('GET /api/v1/business-accounts/ HTTP/1.1\r\nHost: x\r\n');
     await waitFor('five sends at the provider', () => provider.ids.length === 5);
 
-    const exit = new Promise<number | null>((ok) => serve!.once('exit', (code) => ok(code)));
     const closed = new Promise((ok) => inFlight.once('close', ok));
-    serve!.kill('SIGTERM');
-    await waitFor('the shutdown line', () => out.includes('"msg":"shutting down: no new requests, finishing in-flight work"'));
+    serve.child.kill('SIGTERM');
+    await waitFor('the shutdown line', () => serve.output().includes('"msg":"shutting down: no new requests, finishing in-flight work"'));
     // the listener is closed at once: a new connection is refused
     await expect(fetch(`${url}/readyz`).then((r) => r.status)).rejects.toThrow();
     late.write(`X-API-Key: ${apiKey}\r\n\r\n`);
@@ -180,7 +164,7 @@ d('serve: SIGTERM with sends in flight (built CLI, cloud-api provider)', () => {
     // open, it held the stop for the keep-alive timeout, and a client reusing it could lose its request to the close)
     expect(sendAnswer.headers).toContain('connection: close');
     await closed;
-    expect(await exit).toBe(0);
+    expect((await serve.exited).code).toBe(0);
 
     const stored = await db.pool.query(
       `SELECT data->>'providerMessageId' AS id FROM es.events WHERE type = 'TemplateSendAccepted' ORDER BY 1`);

@@ -1,10 +1,10 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SIGTERM while an export page streams to a client that has stopped reading: the stop waits for the page up to the
 // HTTP drain deadline (20 s), then ends its connection and goes on with the rest of the graceful stop (workers,
@@ -22,14 +22,9 @@ d('serve: SIGTERM during an export stream read by a stalled client (built CLI)',
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
   let url: string;
-  let serve: ChildProcess | undefined;
-  let out = '';
+  let serve: CliProcess | undefined;
 
-  const cli = (...args: string[]) => {
-    const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8', maxBuffer: 1 << 26 });
-    if (r.status !== 0) throw new Error(`switchboard ${args.join(' ')} exited with ${r.status}: ${r.stderr}`);
-    return r.stdout;
-  };
+  const cli = (...args: string[]) => runCli(env, args, { maxBuffer: 1 << 26 });
 
   beforeAll(async () => {
     db = await createTestDatabase({ migrate: false });
@@ -49,20 +44,15 @@ d('serve: SIGTERM during an export stream read by a stalled client (built CLI)',
   }, TIMEOUT);
 
   afterAll(async () => {
-    if (serve && serve.exitCode === null) {
-      serve.kill('SIGKILL');
-      await new Promise((ok) => serve!.once('exit', ok));
-    }
+    await serve?.kill();
     await db?.drop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   }, TIMEOUT);
 
   it('the stalled page is cut at the drain deadline and the rest of the stop runs (exit 0); the client sees no last chunk', async () => {
     const apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e export').trim();
-    serve = spawn(process.execPath, [CLI, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    serve.stdout!.on('data', (x) => (out += x));
-    serve.stderr!.on('data', (x) => (out += x));
-    for (let i = 0; i < 1200 && !out.includes(`listening on ${url}`); i++) await new Promise((r) => setTimeout(r, 50));
+    serve = startCli(['serve'], env);
+    await serve.untilOutput(`listening on ${url}`);
 
     const client = connect(Number(new URL(url).port), '127.0.0.1');
     await new Promise((ok) => client.once('connect', ok));
@@ -75,11 +65,9 @@ d('serve: SIGTERM during an export stream read by a stalled client (built CLI)',
     client.pause(); // the client stops reading: the page cannot finish
     expect(first.toString('latin1')).toMatch(/^HTTP\/1\.1 200 OK\r\n(.*\r\n)*transfer-encoding: chunked\r\n/i);
 
-    const exit = new Promise<number | null>((ok) => serve!.once('exit', (code) => ok(code)));
-    serve.kill('SIGTERM');
-    expect(await exit).toBe(0);
-    expect(out).toMatch(/"ms":20000,"msg":"HTTP requests still running at the drain deadline: closing their connections"/);
-    expect(out).not.toMatch(/shutdown took too long/);
+    expect(await serve.stop('SIGTERM')).toBe(0);
+    expect(serve.output()).toMatch(/"ms":20000,"msg":"HTTP requests still running at the drain deadline: closing their connections"/);
+    expect(serve.output()).not.toMatch(/shutdown took too long/);
 
     client.on('data', (c: Buffer) => chunks.push(c));
     client.resume();

@@ -1,10 +1,10 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KafkaTransport } from '../../src/adapters/kafka/transport';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { type CliProcess, runCli, startCli } from '../support/cli-process';
 import { BUILT_CLI as CLI, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // `worker` (WORKER_OPS_PORT) on a real Kafka broker, stopped by SIGTERM while it consumes provider statuses: it
@@ -26,31 +26,14 @@ d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
   let url: string;
-  let child: ChildProcess | undefined;
-  let out = '';
+  let child: CliProcess | undefined;
 
-  const cli = (...args: string[]) => {
-    const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`switchboard ${args.join(' ')} exited with ${r.status}: ${r.stderr}`);
-    return r.stdout;
-  };
+  const cli = (...args: string[]) => runCli(env, args);
   const start = async (role: 'serve' | 'worker', ready: string) => {
-    out = '';
-    child = spawn(process.execPath, [CLI, role], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (x) => (out += x));
-    child.stderr!.on('data', (x) => (out += x));
-    for (let i = 0; i < 1800 && !out.includes(ready); i++) {
-      if (child.exitCode !== null) throw new Error(`${role} exited: ${out}`);
-      await sleep(50);
-    }
+    child = startCli([role], env);
+    await child.untilOutput(ready, 1800);
   };
-  const stop = async () => {
-    const exit = new Promise<number | null>((ok) => child!.once('exit', (code) => ok(code)));
-    child!.kill('SIGTERM');
-    const code = await exit;
-    child = undefined;
-    return code;
-  };
+  const stop = () => child!.stop();
   const recorded = async (ids: string[]) =>
     (await db.pool.query<{ id: string; status: string; n: number }>(
       `SELECT data->>'providerMessageId' AS id, data->>'status' AS status, count(*)::int AS n FROM es.events
@@ -67,10 +50,7 @@ d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
   }, TIMEOUT);
 
   afterAll(async () => {
-    if (child && child.exitCode === null) {
-      child.kill('SIGKILL');
-      await new Promise((ok) => child!.once('exit', ok));
-    }
+    await child?.kill();
     await db?.drop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   }, TIMEOUT);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Pool } from 'pg';
 import type { Config } from './config';
 import { PostgresEventStore } from './adapters/event-store/postgres';
@@ -76,8 +76,11 @@ export interface Runtime {
   url?: string;
   /** `worker`'s ops listener (/healthz, /readyz, /metrics), when WORKER_OPS_PORT is set */
   opsUrl?: string;
-  /** A stop begins: /readyz answers 503, and `serve` goes on serving for SHUTDOWN_DELAY_S (load balancers catch up). */
-  beginStop(): Promise<void>;
+  /**
+   * A stop begins: /readyz answers 503, and `serve` goes on serving for SHUTDOWN_DELAY_S (load balancers catch up)
+   * unless `delay` is false (a stop asked during start-up: no balancer has seen it ready).
+   */
+  beginStop(options?: { delay?: boolean }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -176,10 +179,13 @@ async function closeWithin(app: FastifyInstance, ms: number, logger: Logger): Pr
   await closed;
 }
 
-/** The process's logger (pino at LOG_LEVEL, API keys redacted). */
-export function createLogger(config: Config): Logger {
-  return pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'headers["x-api-key"]'] });
+/** The process's logger (pino at LOG_LEVEL, API keys redacted), to `output` (serve, worker: src/cli/log-output.ts) or stdout. */
+export function createLogger(config: Config, output?: DestinationStream): Logger {
+  return pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'headers["x-api-key"]'] }, output);
 }
+
+/** Where `logger` writes: the HTTP loggers write there too, not to an output of their own. */
+const outputOf = (logger: Logger): DestinationStream => (logger as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym];
 
 /** The composition root: picks adapters from config, wires, starts what the role runs. */
 export async function startRuntime(config: Config, role: Role, options: { logger?: Logger } = {}): Promise<Runtime> {
@@ -256,7 +262,7 @@ export async function startRuntime(config: Config, role: Role, options: { logger
     let app: FastifyInstance | undefined;
     let url: string | undefined;
     if (role === 'serve') {
-      app = await buildApp(services, { logger: { level: config.logLevel, redact: ['req.headers["x-api-key"]'] } });
+      app = await buildApp(services, { logger: { level: config.logLevel, redact: ['req.headers["x-api-key"]'], stream: outputOf(logger) } });
       // Closing the app first: stop taking requests, let in-flight ones finish.
       cleanups.push(() => closeWithin(app!, HTTP_DRAIN_MS, logger));
       url = await startupStep('http', `${config.http.host}:${config.http.port}`, () => app!.listen({ port: config.http.port, host: config.http.host }));
@@ -265,13 +271,13 @@ export async function startRuntime(config: Config, role: Role, options: { logger
     let ops: FastifyInstance | undefined;
     const opsPort = config.worker.opsPort;
     if (role === 'worker' && opsPort !== undefined) {
-      ops = await buildOpsApp(services, { logger: { level: config.logLevel } });
+      ops = await buildOpsApp(services, { logger: { level: config.logLevel, stream: outputOf(logger) } });
       cleanups.push(() => closeWithin(ops!, HTTP_DRAIN_MS, logger));
       opsUrl = await startupStep('ops-http', `${config.http.host}:${opsPort}`, () => ops!.listen({ port: opsPort, host: config.http.host }));
     }
-    const beginStop = async () => {
+    const beginStop = async ({ delay = true }: { delay?: boolean } = {}) => {
       for (const listening of [app, ops]) if (listening) listening.readiness.stopping = true;
-      if (app && config.http.shutdownDelayMs > 0) {
+      if (app && delay && config.http.shutdownDelayMs > 0) {
         logger.info({ ms: config.http.shutdownDelayMs }, 'not ready: serving on until the shutdown delay ends');
         await new Promise((ok) => setTimeout(ok, config.http.shutdownDelayMs));
       }

@@ -21,23 +21,27 @@ export async function withCliRuntime<T>(fn: (services: Services) => Promise<T>, 
   let done = false;
   // a signal once the command's work is done cuts only its stop short: the line says so, not what a cut command leaves
   const signals = exitOnStopSignals(stop, () => (done ? FINISHED : left));
-  let result: T;
-  try {
-    result = await fn((await started).services);
-    done = true;
-  } catch (err) {
-    // after a signal the pools close under the operation: its failure is the interruption's, already reported
-    if (signals.received()) return signals.exiting();
+  // both ends: stop, then leave to a signal that came meanwhile (never resolves: its exit is under way)
+  const finish = async (): Promise<void> => {
     await stop();
     if (signals.received()) return signals.exiting();
     signals.dispose();
     exitWithExitCode();
+  };
+  let result: T;
+  try {
+    const { services } = await started;
+    // a signal during start-up: the command's work never begins (its line already said what is left)
+    if (signals.received()) return signals.exiting();
+    result = await fn(services);
+    done = true;
+  } catch (err) {
+    // after a signal the pools close under the operation: its failure is the interruption's, already reported
+    if (signals.received()) return signals.exiting();
+    await finish();
     throw err;
   }
-  await stop();
-  if (signals.received()) return signals.exiting();
-  signals.dispose();
-  exitWithExitCode();
+  await finish();
   return result;
 }
 

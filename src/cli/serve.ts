@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { Logger } from 'pino';
 import { type Config, loadConfig } from '../config';
 import { createLogger, type Role, type Runtime, startRuntime } from '../main';
+import { serviceLogOutput } from './log-output';
 import { reportStartupFailure } from './startup-errors';
 import { onStopSignals } from './stop-signals';
 
@@ -22,17 +23,18 @@ export const FORCED_EXIT_MS = 30_000;
 async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const started = Date.now();
   const config = loadOrExit();
-  const log = createLogger(config);
+  const log = createLogger(config, serviceLogOutput());
   // Listening from the very start: a signal during start-up (a wait for Kafka, say) stops what started once it has,
   // rather than killing the process by default and orphaning the embedded Postgres it spawned.
   const stop = listenForStopSignals(log, config.http.shutdownDelayMs);
   const runtime = await start(config, role, log);
+  const signalledDuringStart = stop.requested();
   if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
   else if (runtime.opsUrl) process.stdout.write(`switchboard worker started; /healthz, /readyz and /metrics on ${runtime.opsUrl} (ready in ${Date.now() - started} ms)\n`);
   else log.info({ ms: Date.now() - started }, 'worker started');
   const hooksDone = runStartedHooks(runtime, stop.requested);
   await stop.signalled;
-  await runtime.beginStop();
+  await runtime.beginStop({ delay: !signalledDuringStart });
   await hooksDone;
   await runtime.stop();
   process.exit(0);

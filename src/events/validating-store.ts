@@ -4,12 +4,14 @@ import type { EventRegistry } from './registry';
 /** Wraps any adapter: every appended event is validated (and version-stamped); every read event is upcast. */
 export class ValidatingEventStore implements EventStore {
   readonly kind: EventStore['kind'];
+  readonly appendManyIsAtomic: boolean;
 
   constructor(
     private readonly inner: EventStore,
     private readonly registry: EventRegistry,
   ) {
     this.kind = inner.kind;
+    this.appendManyIsAtomic = inner.appendManyIsAtomic;
   }
 
   append(streamId: string, events: EventToAppend[], expected: ExpectedRevision) {

@@ -60,6 +60,11 @@ export interface ReadAllBatch {
 
 export interface EventStore {
   readonly kind: 'postgres' | 'esdb';
+  /**
+   * True when `appendMany` is all or nothing across its streams (one transaction): when it throws, nothing was
+   * appended. False when the entries are appended one after the other, so a failure may leave earlier ones stored.
+   */
+  readonly appendManyIsAtomic: boolean;
   append(streamId: string, events: EventToAppend[], expected: ExpectedRevision): Promise<AppendResult>;
   /**
    * Appends to several distinct streams, each with its own expected revision; results in the order of `appends`.

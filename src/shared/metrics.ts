@@ -20,10 +20,12 @@ export interface Metrics {
   webhookEndpointsFull: Gauge;
   /** endpoints paused by a failed answer's Retry-After (docs/webhooks.md, "Delivery") */
   webhookEndpointPauses: Counter;
+  /** in-place waits of the delivery consumer for owners of provider statuses not known yet (docs/sends.md, "Delivery consumer") */
+  deliveryOwnerWaits: Counter;
 }
 
 /** How a client webhook attempt ended: a 2xx, another answer, or no answer (and why). */
-export type WebhookAttemptOutcome = 'success' | 'http_error' | 'timeout' | 'connection_error' | 'address_refused';
+export type WebhookAttemptOutcome = 'success' | 'http_error' | 'timeout' | 'connection_error' | 'address_refused' | 'secret_unsealable';
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -57,7 +59,7 @@ export function createMetrics(): Metrics {
     }),
     webhookAttempts: new Counter({
       name: 'switchboard_webhook_attempts_total',
-      help: 'client webhook attempts made by this process, by outcome (success, http_error, timeout, connection_error, address_refused)',
+      help: 'client webhook attempts made by this process, by outcome (success, http_error, timeout, connection_error, address_refused, secret_unsealable)',
       labelNames: ['outcome'],
       registers: [registry],
     }),
@@ -98,6 +100,11 @@ export function createMetrics(): Metrics {
     webhookEndpointPauses: new Counter({
       name: 'switchboard_webhook_endpoint_pauses_total',
       help: 'times this process paused a client endpoint for a failed answer\'s Retry-After (at most 30 s each)',
+      registers: [registry],
+    }),
+    deliveryOwnerWaits: new Counter({
+      name: 'switchboard_delivery_owner_waits_total',
+      help: 'in-place waits (up to ownerWaitMs) of the delivery consumer for the owners of provider statuses not known yet: one per consumer call for all its statuses (Kafka), one per status record by record',
       registers: [registry],
     }),
   };

@@ -11,9 +11,9 @@ import type { ProviderMessageOwner } from '../projections/sends/queries';
 // [bulk sends, issue 5] bulk recipients own provider message ids too: owner lookup and applier in src/commands/bulk/delivery.ts
 import { decideBulkStatuses } from '../commands/bulk/delivery';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
-import { isObject, parseStatusRecord } from './delivery-status-parsing';
+import { isObject, parseStatusRecord, tooDeepReason } from './delivery-status-parsing';
 import { type DeliveryConsumerOptions, deliveryCore } from './delivery-record-handler';
-import { findOwnersAndParked } from './provider-message-owners';
+import { findOwnersAndParked, waitForOwners } from './provider-message-owners';
 import { parkStatuses } from './parked-statuses';
 import { countAppended, decideStatus, statusEvents } from './send-status-applier';
 
@@ -32,6 +32,7 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
 export function batchHandlerOver(services: Services, options: DeliveryConsumerOptions, core: ReturnType<typeof deliveryCore>): BatchHandler {
   const { owners, sendCache, handleRecord, parking } = core;
   const concurrency = options.keyedConcurrency ?? 16;
+  const ownerWaitMs = options.ownerWaitMs ?? 500;
 
   /** Per-record path over lanes: lanes at once, a lane's records one after the other; a transient failure stops its lane. */
   const runLanes = async (records: IncomingRecord[], lanes: number[][], outcomes: Array<RecordOutcome | undefined>) => {
@@ -177,12 +178,74 @@ export function batchHandlerOver(services: Services, options: DeliveryConsumerOp
     }
   };
 
+  /** Lanes by what their records need: batched single sends, batched bulk recipients, or record by record. */
+  const applyLanes = async (records: IncomingRecord[], lanes: number[][], updates: Map<number, ProviderStatusUpdate>, outcomes: Array<RecordOutcome | undefined>) => {
+    // a lane of statuses with known owners of one kind (single sends, or bulk recipients) is batched; any other
+    // lane goes record by record
+    const batchedLanes: number[][] = [];
+    const bulkLanes: number[][] = [];
+    const perRecordLanes: number[][] = [];
+    const items = new Map<number, SendItem>();
+    for (const lane of lanes) {
+      const open = lane.filter((i) => outcomes[i] === undefined);
+      if (open.length === 0) continue;
+      let kind: string | undefined;
+      for (const i of open) {
+        const update = updates.get(i);
+        const owner = update && owners.get(update.providerMessageId);
+        if (!update || !owner || (owner.kind !== 'send' && owner.kind !== 'bulk') || (kind !== undefined && owner.kind !== kind)) {
+          kind = undefined;
+          break;
+        }
+        kind = owner.kind;
+        items.set(i, { i, update, owner });
+      }
+      (kind === 'send' ? batchedLanes : kind === 'bulk' ? bulkLanes : perRecordLanes).push(open);
+    }
+
+    await Promise.all([
+      batchedLanes.length > 0 ? applyBatched(records, batchedLanes, items, outcomes) : undefined,
+      bulkLanes.length > 0 ? applyBulkBatched(records, bulkLanes, items, outcomes) : undefined,
+      perRecordLanes.length > 0 ? runLanes(records, perRecordLanes, outcomes) : undefined,
+    ]);
+  };
+
+  /**
+   * Lanes with statuses whose owner the call's owner query did not find (`waiting`, with parking): one wait for all
+   * of them (`waitForOwners`), then the statuses of ids still unknown, or parked meanwhile, parked in one statement in
+   * record order, and the lanes' other records applied as any lane (owners found meanwhile are cached by then).
+   */
+  const settleUnknownOwners = async (
+    records: IncomingRecord[], lanes: number[][], updates: Map<number, ProviderStatusUpdate>, waiting: ReadonlySet<string>, outcomes: Array<RecordOutcome | undefined>,
+  ) => {
+    const open = lanes.flat().filter((i) => outcomes[i] === undefined).sort((a, b) => a - b);
+    const statuses = open.filter((i) => waiting.has(updates.get(i)?.providerMessageId ?? ''));
+    let toPark: number[];
+    try {
+      const found = await waitForOwners(services, statuses.map((i) => updates.get(i)!), ownerWaitMs);
+      for (const [id, owner] of found.owners) if (!found.parked.has(id)) owners.set(id, owner);
+      toPark = statuses.filter((i) => {
+        const id = updates.get(i)!.providerMessageId;
+        return found.parked.has(id) || !found.owners.has(id);
+      });
+      await parkStatuses(services.pool, toPark.map((i) => ({ record: records[i], update: updates.get(i)! })));
+    } catch (err) {
+      for (const i of open) outcomes[i] = { kind: 'retry', error: err };
+      return;
+    }
+    for (const i of toPark) outcomes[i] = OK;
+    if (toPark.length > 0) services.logger.info({ statuses: toPark.length }, 'provider statuses parked until their owners are known');
+    await applyLanes(records, lanes, updates, outcomes);
+  };
+
   return async (records) => {
     const outcomes: Array<RecordOutcome | undefined> = new Array(records.length);
     const updates = new Map<number, ProviderStatusUpdate>();
     records.forEach((record, i) => {
       const value = record.value;
+      const tooDeep = tooDeepReason(value);
       if (!isObject(value)) outcomes[i] = poison('record value is not a JSON object');
+      else if (tooDeep !== null) outcomes[i] = poison(tooDeep);
       else if (value.kind === 'message') return; // record by record (its lane is not batched)
       else if (value.kind !== 'status') outcomes[i] = poison(`unknown record kind ${JSON.stringify(value.kind)}`);
       else {
@@ -200,9 +263,11 @@ export function batchHandlerOver(services: Services, options: DeliveryConsumerOp
     // one owner query for the provider ids not cached yet (with parking, the same statement names the ids with
     // parked statuses: their owners are not cached, and their statuses here are parked after them, in order)
     const unknownIds = [...new Set([...updates.values()].map((u) => u.providerMessageId).filter((id) => !owners.get(id)))];
+    const waiting = new Set<string>(); // with parking: ids neither owned nor parked, to wait for together
     if (unknownIds.length > 0) {
       const found = await findOwnersAndParked(services, unknownIds, parking);
       for (const [id, owner] of found.owners) if (!found.parked.has(id)) owners.set(id, owner);
+      if (parking) for (const id of unknownIds) if (!found.owners.has(id) && !found.parked.has(id)) waiting.add(id);
       const toPark = [...updates].filter(([i, u]) => outcomes[i] === undefined && found.parked.has(u.providerMessageId)).sort(([a], [b]) => a - b);
       if (toPark.length > 0) {
         try {
@@ -247,33 +312,17 @@ export function batchHandlerOver(services: Services, options: DeliveryConsumerOp
       else lanes.set(root, [i]);
     });
 
-    // a lane of statuses with known owners of one kind (single sends, or bulk recipients) is batched; any other
-    // lane goes record by record
-    const batchedLanes: number[][] = [];
-    const bulkLanes: number[][] = [];
-    const perRecordLanes: number[][] = [];
-    const items = new Map<number, SendItem>();
+    // with parking, the lanes holding a status whose owner is still unknown wait for their owners together (one wait
+    // per call, not one per lane), the other lanes meanwhile; without parking, each such status waits in its lane
+    const now: number[][] = [];
+    const later: number[][] = [];
     for (const lane of lanes.values()) {
-      const open = lane.filter((i) => outcomes[i] === undefined);
-      if (open.length === 0) continue;
-      let kind: string | undefined;
-      for (const i of open) {
-        const update = updates.get(i);
-        const owner = update && owners.get(update.providerMessageId);
-        if (!update || !owner || (owner.kind !== 'send' && owner.kind !== 'bulk') || (kind !== undefined && owner.kind !== kind)) {
-          kind = undefined;
-          break;
-        }
-        kind = owner.kind;
-        items.set(i, { i, update, owner });
-      }
-      (kind === 'send' ? batchedLanes : kind === 'bulk' ? bulkLanes : perRecordLanes).push(open);
+      const waits = lane.some((i) => outcomes[i] === undefined && waiting.has(updates.get(i)?.providerMessageId ?? ''));
+      (waits ? later : now).push(lane);
     }
-
     await Promise.all([
-      batchedLanes.length > 0 ? applyBatched(records, batchedLanes, items, outcomes) : undefined,
-      bulkLanes.length > 0 ? applyBulkBatched(records, bulkLanes, items, outcomes) : undefined,
-      perRecordLanes.length > 0 ? runLanes(records, perRecordLanes, outcomes) : undefined,
+      applyLanes(records, now, updates, outcomes),
+      later.length > 0 ? settleUnknownOwners(records, later, updates, waiting, outcomes) : undefined,
     ]);
 
     // per-key order: after a record to retry, nothing of its lane counts as done

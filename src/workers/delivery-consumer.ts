@@ -4,7 +4,8 @@
 //    dispatch on the owner's `kind`, so bulk recipients can register their own applier). Statuses are
 //    monotonic (the send decider); event ids are derived from the record (provider id + status + timestamp),
 //    so a redelivered record is recognised. A status that arrives before the send's acceptance is projected
-//    is waited for briefly in place (`ownerWaitMs`). If its owner is still unknown then (a message sent from
+//    is waited for briefly in place (`ownerWaitMs`; with parking, one wait per consumer call for all its statuses
+//    of unknown owners, then parked together). If its owner is still unknown then (a message sent from
 //    another tool on the same number, say), with the Kafka transport it is PARKED: written to Postgres
 //    (parked-statuses.ts) and counted as handled, so the partition moves on; a later status of a provider id
 //    with parked statuses is parked after them (applied in order). The parked-status sweeper
@@ -22,8 +23,8 @@
 // appendMany for all of them. Records are grouped in lanes (same key or same provider id); a lane made only of
 // statuses of single sends with a known owner is batched, so is one made only of statuses of bulk recipients with
 // a known owner (one query for their current statuses, one appendMany over their chunk streams); any other lane
-// (inbound messages, owners not known yet, mixed kinds) goes through the per-record path, one record after the
-// other. A batch append refused
+// (inbound messages, mixed kinds) goes through the per-record path, one record after the other; a lane with owners
+// not known yet waits with the call's other such lanes, once, then is applied as any lane. A batch append refused
 // for a revision or an event id (another consumer got there first) falls back to the per-record path, which
 // recognises what is stored already.
 import type { Services } from '../services';

@@ -13,7 +13,7 @@ import { normalizePhone } from '../shared/phone';
 import { hasUnstorableText } from '../shared/storable';
 import { InvalidEventError } from '../events/registry';
 import type { ProviderStatusUpdate, StatusApplier } from '../commands/delivery-status';
-import { isObject, parseStatusRecord, unixToIso } from './delivery-status-parsing';
+import { isObject, parseStatusRecord, tooDeepReason, unixToIso } from './delivery-status-parsing';
 import { createOwnerFinder, PARK } from './provider-message-owners';
 import { parkStatuses } from './parked-statuses';
 import { createSendStatusApplier, createSendStreamCache, statusAppliers, statusIdentity } from './send-status-applier';
@@ -114,6 +114,8 @@ export function deliveryCore(services: Services, options: DeliveryConsumerOption
   const handleRecord: RecordHandler = async (record) => {
     const value = record.value;
     if (!isObject(value)) throw new PoisonRecordError('record value is not a JSON object');
+    const tooDeep = tooDeepReason(value);
+    if (tooDeep !== null) throw new PoisonRecordError(tooDeep);
     if (value.kind === 'status') return onStatus(record, value);
     if (value.kind === 'message') return onMessage(value);
     throw new PoisonRecordError(`unknown record kind ${JSON.stringify(value.kind)}`);

@@ -3,9 +3,13 @@
 import type { ProviderStatus } from '../commands/send/decider';
 import { PoisonRecordError } from '../ports/transport';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
-import { hasUnstorableText, isStorableInstant } from '../shared/storable';
+import { hasUnstorableText, isStorableInstant, MAX_JSON_DEPTH, nestsDeeperThan } from '../shared/storable';
 
 export const isObject = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** JSON.stringify (an append, a parked-status insert) would overflow the stack on such a value, on every retry. */
+export const tooDeepReason = (value: unknown): string | null =>
+  nestsDeeperThan(value, MAX_JSON_DEPTH) ? `record value nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels` : null;
+
 const STATUSES = new Set<ProviderStatus>(['sent', 'delivered', 'read', 'failed']);
 
 export function unixToIso(ts: unknown, what: string): { iso: string; raw: string } {

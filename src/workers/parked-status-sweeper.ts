@@ -11,12 +11,12 @@
 // x-dlq-reason, x-original-topic/-partition/-offset headers) and through the consumer's `onDeadLetter` (metrics,
 // log). A crash between an apply and its delete re-applies it next time: a no-op.
 import type { Services } from '../services';
-import { deadLetterHeaders, dlqTopic, type IncomingRecord, PoisonRecordError } from '../ports/transport';
+import { deadLetterHeaders, dlqTopic, type IncomingRecord, PoisonRecordError, RecordTooLargeError } from '../ports/transport';
 import type { ProviderMessageOwner } from '../projections/sends/queries';
 import type { ProviderStatusUpdate } from '../commands/delivery-status';
 import { withSessionLock } from '../shared/tx';
 import { isObject, parseStatusRecord } from './delivery-status-parsing';
-import { deleteParked, type ParkedRow, parkedAfter } from './parked-statuses';
+import { deleteParked, type ParkedRow, parkedAfter, parkedBefore } from './parked-statuses';
 import { findProviderMessageOwners, reconciledOwner } from './provider-message-owners';
 
 const SWEEP_LOCK = 'delivery:parked-provider-statuses';
@@ -50,13 +50,27 @@ const isPoison = (err: unknown): err is PoisonRecordError =>
 export const unknownOwnerReason = (update: { providerMessageId: string; status: string }, graceMs: number) =>
   `unknown provider message id ${update.providerMessageId} (status ${update.status}) after ${graceMs} ms`;
 
-/** Publishes a parked record to `<topic>.dlq` as the transport's own dead-letter path does, then `onDeadLetter`. */
+/** Longest reason and key a dead letter without its value keeps. */
+const OMITTED_TEXT_MAX = 1_000;
+
+/**
+ * Publishes a parked record to `<topic>.dlq` as the transport's own dead-letter path does, then `onDeadLetter`. One
+ * the transport refuses as too large (a record near its limit, plus the dead-letter headers) is written without
+ * its value, the value's size in `x-dlq-value-omitted`, as the transport does for live records.
+ */
 async function deadLetter(services: Services, options: ParkedStatusSweeperOptions, record: IncomingRecord, reason: string): Promise<void> {
-  await services.transport.publish(dlqTopic(options.topic), [{
-    key: record.key,
-    value: record.value,
-    headers: deadLetterHeaders(record.headers ?? {}, reason, { topic: record.topic, partition: record.partition, offset: record.offset }),
-  }]);
+  const source = { topic: record.topic, partition: record.partition, offset: record.offset };
+  try {
+    await services.transport.publish(dlqTopic(options.topic), [{ key: record.key, value: record.value, headers: deadLetterHeaders(record.headers ?? {}, reason, source) }]);
+  } catch (err) {
+    if (!(err instanceof RecordTooLargeError)) throw err;
+    const omitted = { 'x-dlq-value-omitted': String(Buffer.byteLength(JSON.stringify(record.value ?? null))) };
+    await services.transport.publish(dlqTopic(options.topic), [{
+      key: record.key === null ? null : record.key.slice(0, OMITTED_TEXT_MAX),
+      value: null,
+      headers: deadLetterHeaders(omitted, reason.slice(0, OMITTED_TEXT_MAX), source),
+    }]);
+  }
   try {
     options.onDeadLetter({ ...record, topic: options.topic }, reason);
   } catch {
@@ -75,7 +89,8 @@ export interface SweepCursor {
 
 /**
  * The next round of parked statuses from the cursor (wrapping to the oldest at the end), whole provider ids only:
- * a full round ends before the last id's statuses, which the next round takes together (they apply in order).
+ * a full round ends before the last id's statuses, which the next round takes together (they apply in order), and it
+ * takes the statuses of its ids parked before it too (an id's statuses always apply from its oldest).
  */
 async function nextRound(services: Services, cursor: SweepCursor, options: ParkedStatusSweeperOptions): Promise<ParkedRow[]> {
   const limit = options.batchSize ?? 1000;
@@ -89,7 +104,10 @@ async function nextRound(services: Services, cursor: SweepCursor, options: Parke
   }
   // the end of the table reached: the next round starts again from the oldest
   cursor.afterSeq = fetched.length < limit || rows.length === 0 ? '0' : rows[rows.length - 1].seq;
-  return rows;
+  if (rows.length === 0) return rows;
+  // statuses of these ids parked before the round (left by an earlier round: no owner then) come first, in order
+  const earlier = await parkedBefore(services.pool, [...new Set(rows.map((r) => r.providerMessageId))], rows[0].seq, options.graceMs);
+  return earlier.length === 0 ? rows : [...earlier, ...rows].sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
 }
 
 /** One sweep; undefined when another process's sweeper holds the lock. */

@@ -77,6 +77,17 @@ export async function parkedAfter(pool: Pool, afterSeq: string, graceMs: number,
   return r.rows.map((row) => ({ seq: row.seq, providerMessageId: row.provider_message_id, record: JSON.parse(row.record) as IncomingRecord, expired: row.expired }));
 }
 
+/** The statuses of these provider ids parked before `beforeSeq`, in parking order. */
+export async function parkedBefore(pool: Pool, providerMessageIds: readonly string[], beforeSeq: string, graceMs: number): Promise<ParkedRow[]> {
+  if (providerMessageIds.length === 0) return [];
+  const r = await pool.query<{ seq: string; provider_message_id: string; record: string; expired: boolean }>(
+    `SELECT seq::text AS seq, provider_message_id, record, first_seen <= now() - make_interval(secs => $1::double precision / 1000) AS expired
+       FROM ${PARKED_STATUSES_TABLE} WHERE provider_message_id = ANY($2::text[]) AND seq < $3::bigint ORDER BY seq`,
+    [graceMs, providerMessageIds, beforeSeq],
+  );
+  return r.rows.map((row) => ({ seq: row.seq, providerMessageId: row.provider_message_id, record: JSON.parse(row.record) as IncomingRecord, expired: row.expired }));
+}
+
 export async function deleteParked(pool: Pool, seq: string): Promise<void> {
   await pool.query(`DELETE FROM ${PARKED_STATUSES_TABLE} WHERE seq = $1::bigint`, [seq]);
 }

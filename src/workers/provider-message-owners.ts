@@ -1,5 +1,5 @@
-// Finding the send or bulk recipient that owns a provider message id: one query for a batch's ids, and the
-// per-record lookup that waits briefly in place. With parking (the Kafka transport; docs/sends.md, "Delivery
+// Finding the send or bulk recipient that owns a provider message id: one query for a batch's ids, the batch path's
+// one wait for the owners of a call it did not find, and the per-record lookup that waits briefly in place. With parking (the Kafka transport; docs/sends.md, "Delivery
 // consumer"), a status whose owner is still unknown after that wait is to be parked (parked-statuses.ts), and so is
 // any status of a provider id with statuses parked already (they apply in order); without parking (in-process), it
 // is retried by the transport until the grace period ends (then dead-lettered).
@@ -32,6 +32,7 @@ class OwnerNotYetKnownError extends Error {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const MAX_TRACKED = 100_000;
+const RECONCILE_AT_ONCE = 8;
 
 /** Owners of provider message ids, one query: the single sends' owner index and the bulk recipients. */
 export async function findProviderMessageOwners(services: Services, ids: readonly string[]): Promise<Map<string, ProviderMessageOwner>> {
@@ -80,6 +81,44 @@ async function ownersQuery(services: Services, ids: readonly string[], withParke
   return { owners: out, parked };
 }
 
+/**
+ * The batch path's wait for owners not known yet (with parking): one wait for all the statuses of a consumer call
+ * whose owner the call's owner query did not find, up to `waitMs` (the common race: a send's acceptance still being
+ * recorded). Each look is one owner query over the ids still unknown, which also names ids parked meanwhile; the wait
+ * ends once every id is found. Then [issue 16] a status whose id is still unknown may name a keyed send to reconcile.
+ * The ids neither owned nor parked then are to be parked.
+ */
+export async function waitForOwners(
+  services: Services,
+  updates: readonly ProviderStatusUpdate[],
+  waitMs: number,
+): Promise<{ owners: Map<string, ProviderMessageOwner>; parked: Set<string> }> {
+  const owners = new Map<string, ProviderMessageOwner>();
+  const parked = new Set<string>();
+  let pending = [...new Set(updates.map((u) => u.providerMessageId))];
+  if (waitMs > 0) services.metrics.deliveryOwnerWaits.inc();
+  const started = Date.now();
+  for (let delay = 10; pending.length > 0; delay = Math.min(delay * 2, 200)) {
+    const left = waitMs - (Date.now() - started);
+    if (left <= 0) break;
+    await sleep(Math.min(delay, left));
+    const found = await ownersQuery(services, pending, true);
+    for (const [id, owner] of found.owners) owners.set(id, owner);
+    for (const id of found.parked) parked.add(id);
+    pending = pending.filter((id) => !owners.has(id) && !parked.has(id));
+  }
+  const referenced = new Map<string, ProviderStatusUpdate>();
+  for (const u of updates) if (u.clientReference !== undefined && !referenced.has(u.providerMessageId)) referenced.set(u.providerMessageId, u);
+  const toReconcile = pending.filter((id) => referenced.has(id));
+  for (let k = 0; k < toReconcile.length; k += RECONCILE_AT_ONCE) {
+    await Promise.all(toReconcile.slice(k, k + RECONCILE_AT_ONCE).map(async (id) => {
+      const owner = await reconciledOwner(services, referenced.get(id)!);
+      if (owner) owners.set(id, owner);
+    }));
+  }
+  return { owners, parked };
+}
+
 /** What the per-record lookup says of a status to park rather than apply now. */
 export const PARK = 'park' as const;
 
@@ -112,6 +151,7 @@ export function createOwnerFinder(services: Services, options: { ownerGraceMs?: 
         return owner;
       }
       if (Date.now() - started >= waitMs) break;
+      if (delay === 10) services.metrics.deliveryOwnerWaits.inc();
       await sleep(Math.min(delay, Math.max(0, waitMs - (Date.now() - started))));
     }
     if (park) return PARK; // the sweeper applies it once the owner is known, or dead-letters it after the grace

@@ -22,7 +22,17 @@ export interface Answered {
   sentAt: Date;
   /** the wait a failed answer's Retry-After asked for (at most MAX_RETRY_AFTER_MS), if it carried a valid one */
   retryAfterMs?: number;
+  /** no request was made, and why: a failed attempt all the same (`res` empty but its `error`) */
+  notSent?: 'secret_unsealable';
 }
+
+export const SECRET_UNSEALABLE = 'endpoint secret cannot be unsealed (API_KEY_PEPPER changed?)';
+
+/** The attempt of a delivery whose endpoint's current signing secret this server cannot unseal: failed, no request made. */
+export const unsealableAttempt = (d: ClaimedDelivery, ep: SendingEndpoint, sentAt: Date): Answered => ({
+  d, ep, sentAt, ok: false, notSent: 'secret_unsealable',
+  res: { statusCode: null, failure: null, latencyMs: 0, error: SECRET_UNSEALABLE, body: '', retryAfter: null },
+});
 
 export interface AttemptRecorderOptions {
   batchSize: number;
@@ -57,8 +67,8 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
     const after = services.now();
     const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
     const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
-    const rows = batch.map(({ d, ep, res, ok, sentAt, retryAfterMs }): AttemptRecord & { ok: boolean } => {
-      const outcome = ok ? 'success' : res.failure ?? 'http_error';
+    const rows = batch.map(({ d, ep, res, ok, sentAt, retryAfterMs, notSent }): AttemptRecord & { ok: boolean } => {
+      const outcome = ok ? 'success' : notSent ?? res.failure ?? 'http_error';
       services.metrics.webhookAttempts.labels(outcome).inc();
       services.metrics.webhookAttemptDuration.labels(outcome).observe(res.latencyMs / 1000);
       const attempts = d.attempts + 1;

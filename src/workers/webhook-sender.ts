@@ -5,7 +5,7 @@ import { secretBox } from '../commands/webhook-endpoint/secrets';
 import { webhookEndpointDepsOf } from '../commands/webhook-endpoint/handler';
 import { type ClaimedDelivery, claimDueDeliveries, type LeasedDelivery, releaseDeliveries } from '../projections/webhooks/deliveries';
 import { endpointsById, type SendingEndpoint, signingSecrets } from '../projections/webhooks/queries';
-import { type Answered, createAttemptRecorder } from './webhook-attempt-recorder';
+import { type Answered, createAttemptRecorder, SECRET_UNSEALABLE, unsealableAttempt } from './webhook-attempt-recorder';
 import { EndpointChanges, listenForEndpointSignals, readRunningPauses } from './webhook-endpoint-signals';
 import { onDeliveriesQueued } from './webhook-fanout';
 import { EndpointLanes, type HeldDelivery } from './webhook-lanes';
@@ -82,15 +82,30 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     proxyUrl: services.config.webhooks.proxyUrl,
   });
   const box = secretBox(services.secrets.apiKeyPepper);
-  const signers = new Map<string, Webhook>();
-  const signerOf = (sealed: string) => {
+  /** each sealed secret's signer; null: this server cannot unseal it (another API_KEY_PEPPER, or damaged) */
+  const signers = new Map<string, Webhook | null>();
+  const signerOf = (sealed: string, endpointId: string): Webhook | null => {
     let w = signers.get(sealed);
-    if (!w) {
+    if (w === undefined) {
       if (signers.size > 10_000) signers.clear();
-      w = new Webhook(box.open(sealed));
+      try {
+        w = new Webhook(box.open(sealed));
+      } catch {
+        w = null;
+        services.logger.warn({ endpointId }, `webhook ${SECRET_UNSEALABLE}`);
+      }
       signers.set(sealed, w);
     }
     return w;
+  };
+  /**
+   * The `webhook-signature` of a request, or undefined when the endpoint's current secret cannot be unsealed. A
+   * rotated-out secret that cannot be is left out: after a rotation the new secret signs at once.
+   */
+  const signatureOf = (d: ClaimedDelivery, ep: SendingEndpoint, sentAt: Date): string | undefined => {
+    const [current, ...rotatedOut] = signingSecrets(ep, sentAt).map((s) => signerOf(s, ep.endpointId));
+    if (!current) return undefined;
+    return [current, ...rotatedOut].flatMap((w) => (w ? [w.sign(d.webhook_id, sentAt, d.payload)] : [])).join(' ');
   };
   let running = true;
   const recorder = createAttemptRecorder(services, {
@@ -290,7 +305,11 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       const sentAt = services.now();
       // an answer could come after the lease's end, when another sender may have claimed it: due again now instead
       if (sentAt.getTime() + timeoutMs >= leaseUntil) return void releaseRefused(leased(d, leaseUntil));
-      const signature = signingSecrets(ep, sentAt).map((s) => signerOf(s).sign(d.webhook_id, sentAt, d.payload)).join(' ');
+      const signature = signatureOf(d, ep, sentAt);
+      if (signature === undefined) {
+        answer = unsealableAttempt(d, ep, sentAt); // recorded as a failed attempt, on the schedule
+        return;
+      }
       const res = await client.post({
         url: ep.url,
         body: d.payload,
@@ -302,7 +321,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {
-      if (answer) {
+      if (answer && !answer.notSent) {
         lanes.answered(d.endpoint_id, answer.ok); // its limit, before its lane takes the next
         if (answer.retryAfterMs) throttle(d.endpoint_id, answer.retryAfterMs);
       }

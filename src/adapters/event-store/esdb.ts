@@ -239,6 +239,7 @@ const COUNT_PAGE = 4096;
 
 export class EsdbEventStore implements EventStore {
   readonly kind = 'esdb' as const;
+  readonly appendManyIsAtomic = false;
 
   private readonly client: EsdbClient;
   private readonly ownsClient: boolean;

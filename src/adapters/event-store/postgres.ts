@@ -138,6 +138,7 @@ function expectationHolds(expected: ExpectedRevision, current: bigint | 'no_stre
 
 export class PostgresEventStore implements EventStore {
   readonly kind = 'postgres' as const;
+  readonly appendManyIsAtomic = true;
   private readonly emitter = new EventEmitter();
 
   /** creations (appends at `no_stream`) arriving together share one statement */

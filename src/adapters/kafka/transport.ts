@@ -94,6 +94,14 @@ export function estimateMessageBytes(m: Message): number {
   return bytes;
 }
 
+/** Longest dead-letter reason kept (a reason may quote the record, which may be what is too large). */
+const DLQ_REASON_MAX = 1_000;
+/** Longest record key a dead letter without its value keeps. */
+const DLQ_KEY_MAX = 1_024;
+
+const shortenReason = (reason: string): string =>
+  reason.length <= DLQ_REASON_MAX ? reason : `${reason.slice(0, DLQ_REASON_MAX)}… (${reason.length - DLQ_REASON_MAX} more characters)`;
+
 const TOO_LARGE_TYPES = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
 
 /** Whether kafkajs's error (possibly wrapped: cause, originalError, errors[]) is the broker refusing a too large batch. */
@@ -435,15 +443,25 @@ export class KafkaTransport implements RecordTransport {
     return sub;
   }
 
-  /** @internal used by subscriptions to dead-letter a record (resolves once acknowledged) */
-  deadLetter(message: KafkaMessage, source: { topic: string; partition: number }, reason: string): Promise<void> {
-    return this.send(dlqTopic(source.topic), [
-      {
-        key: message.key,
-        value: message.value,
-        headers: deadLetterHeaders(headersToStrings(message.headers), reason, { topic: source.topic, partition: source.partition, offset: message.offset }),
-      },
-    ]);
+  /**
+   * @internal used by subscriptions to dead-letter a record (resolves once acknowledged). The reason is shortened
+   * to DLQ_REASON_MAX characters (it may quote the record). A dead letter the transport or the broker refuses as too
+   * large (a record near the broker's limit, which a request of this transport cannot carry) is written without the
+   * value, its size in `x-dlq-value-omitted` (the record stays at its original coordinates until retention): a
+   * poison record must never stall its partition.
+   */
+  async deadLetter(message: KafkaMessage, source: { topic: string; partition: number }, reason: string): Promise<void> {
+    const coordinates = { topic: source.topic, partition: source.partition, offset: message.offset };
+    const headers = deadLetterHeaders(headersToStrings(message.headers), shortenReason(reason), coordinates);
+    try {
+      await this.send(dlqTopic(source.topic), [{ key: message.key, value: message.value, headers }]);
+    } catch (err) {
+      if (!(err instanceof RecordTooLargeError)) throw err;
+      const key = message.key && message.key.length <= DLQ_KEY_MAX ? message.key : null;
+      const omitted = { 'x-dlq-value-omitted': String(message.value?.length ?? 0) };
+      this.logger?.warn({ ...coordinates, bytes: message.value?.length ?? 0 }, 'dead letter too large for Kafka: written without the value');
+      await this.send(dlqTopic(source.topic), [{ key, value: null, headers: deadLetterHeaders(omitted, shortenReason(reason), coordinates) }]);
+    }
   }
 
   close(): Promise<void> {

@@ -28,16 +28,41 @@ export interface PoolOptions {
  */
 const SERVER_SIDE_KEEPALIVE = '-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3';
 
-export function createPool(url: string, max = 10, options: PoolOptions = {}): Pool {
+/**
+ * pg takes a connection string's `options` parameter in place of the pool's own: it is taken out of the URL here (the
+ * rest of the URL as written) to be sent after the pool's. Read as pg reads it: the last `options=` of the query.
+ */
+function takeUrlOptions(url: string): { url: string; options?: string } {
+  const query = url.indexOf('?');
+  const fragment = url.indexOf('#');
+  if (url.startsWith('/') || query < 0 || (fragment >= 0 && fragment < query)) return { url };
+  const end = fragment < 0 ? url.length : fragment;
+  let options: string | undefined;
+  const kept = url.slice(query + 1, end).split('&').filter((pair) => {
+    const [entry] = new URLSearchParams(pair);
+    if (entry?.[0] !== 'options') return true;
+    options = entry[1];
+    return false;
+  });
+  if (options === undefined) return { url };
+  return { url: url.slice(0, query) + (kept.length > 0 ? `?${kept.join('&')}` : '') + url.slice(end), options };
+}
+
+export function createPool(databaseUrl: string, max = 10, options: PoolOptions = {}): Pool {
+  const { url, options: urlOptions } = takeUrlOptions(databaseUrl);
   const pool = new Pool({
     connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000,
     // TCP keepalive: a connection whose peer vanished without a FIN (failover, dropped NAT entry) is found dead by
     // the kernel's probes rather than after the system's default idle time (2 h on Linux)
     keepAlive: true, keepAliveInitialDelayMillis: 10_000,
     options: [
+      // pg reads PGOPTIONS only when no options are given (every pool gives some): the operator's, first
+      process.env.PGOPTIONS,
       SERVER_SIDE_KEEPALIVE,
       options.genericPlans && '-c plan_cache_mode=force_generic_plan',
       options.asyncCommit && '-c synchronous_commit=off',
+      // last: Postgres applies `-c` settings in order, so a setting the operator's URL names wins
+      urlOptions,
     ].filter(Boolean).join(' '),
   });
   // A terminated backend (fault, failover, shutdown) surfaces here for idle clients; the pool replaces them.

@@ -178,7 +178,7 @@ export async function upsertUnlocked(deps: ContactDeps, companyId: number, input
     decideContact(command(1, list), initialContactState());
     const contactId = await nextContactId(deps.pool);
     const stream = contactStreamId(companyId, contactId);
-    if (deps.store.kind !== 'postgres' && (await deps.store.readStream(stream)).length > 0) return 'id_taken';
+    if (!deps.store.appendManyIsAtomic && (await deps.store.readStream(stream)).length > 0) return 'id_taken';
     const events = decideContact(command(contactId, list), initialContactState());
     const claim = phoneClaimDecider.decide({ type: 'ClaimPhone', companyId, phone: input.phone, contactId, isTest: false, mode: 'api' }, claims);
     let appended: AppendResult;

@@ -86,8 +86,8 @@ interface RecordingBatch {
  * batched: the Kafka consumer records one message per call, `import-messages` many. Per stream it folds the
  * stream once (and keeps the folded state, reading only newer events on the next call), decides every message
  * of the batch in order, and appends their events in one append with the expected revision; a concurrent
- * append makes it reload and decide again. On Postgres the streams of a batch are read in one query and appended in
- * one appendMany. Event ids are deterministic (company, conversation, message id, type), so a redelivered record
+ * append makes it reload and decide again. Where appendMany is all or nothing (Postgres) the streams of a batch are
+ * read in one query and appended in one appendMany. Event ids are deterministic (company, conversation, message id, type), so a redelivered record
  * is never duplicated.
  *
  * It validates against the company's directory (companies, agents, operators of the `conversations` read
@@ -128,7 +128,7 @@ export class ConversationRecorder {
     let position: Position | undefined;
     for (const run of runsInLineOrder(messages)) {
       const streams = groupByStream(messages, run);
-      if (streams.size > 1 && this.deps.store.kind === 'postgres') {
+      if (streams.size > 1 && this.deps.store.appendManyIsAtomic) {
         position = this.later(position, await this.recordStreamsTogether(streams, batch));
         continue;
       }
@@ -158,8 +158,8 @@ export class ConversationRecorder {
   }
 
   /**
-   * The streams of one run together (Postgres only, whose appendMany is one statement, all or nothing): read in
-   * one query, decided, and appended in one appendMany. When the store refuses it (a concurrent append, an event
+   * The streams of one run together (only where the store's appendMany is all or nothing, `appendManyIsAtomic`):
+   * read in one query, decided, and appended in one appendMany. When the store refuses it (a concurrent append, an event
    * it cannot store), nothing was appended and each stream is recorded on its own, as `recordStream` does; so is
    * a stream whose events turn out stored already.
    */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CHANNELS, CONTENT_TYPES } from '../../events/conversations';
 import { normalizePhone } from '../../shared/phone';
 import { parseIsoInstant } from '../../shared/iso-instant';
-import { hasUnstorableText, isStorableInstant } from '../../shared/storable';
+import { hasUnstorableText, isStorableInstant, MAX_JSON_DEPTH, nestsDeeperThan } from '../../shared/storable';
 import type { MessageToRecord } from './decider';
 
 // The input contract of chat messages (../shared/contracts/conversation-messages.md): one NDJSON line of
@@ -70,6 +70,8 @@ export type ParseResult = { ok: true; message: MessageToRecord } | { ok: false; 
 
 /** Validates one record of the contract and normalizes it into what the decider records. */
 export function parseMessageRecord(value: unknown): ParseResult {
+  // before anything recursive: JSON.parse takes any depth, JSON.stringify (the append) overflows the stack on it
+  if (nestsDeeperThan(value, MAX_JSON_DEPTH)) return { ok: false, reason: `record: nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels` };
   const parsed = messageRecordSchema.safeParse(value);
   if (!parsed.success) {
     const reason = parsed.error.issues

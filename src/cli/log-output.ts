@@ -1,0 +1,33 @@
+import type { DestinationStream } from 'pino';
+
+/** Log output held for a stdout that is not being read; lines past it are dropped (and counted, in one line) until it drains. */
+export const MAX_PENDING_LOG_BYTES = 1024 * 1024;
+
+/**
+ * stdout as `serve` and `worker` log to it: a write error (a closed terminal: EIO; a reader that went away: EPIPE) ends
+ * the logging, never the process, and a stdout that is not being read (a full pipe, a stalled terminal) neither blocks
+ * the event loop nor holds the exit. pino's default output (sonic-boom on fd 1) threw on EIO and, at exit, retried its
+ * unwritten lines forever, so such a process stopped answering signals and never stopped its embedded Postgres.
+ */
+export function serviceLogOutput(stdout: NodeJS.WriteStream = process.stdout): DestinationStream {
+  let failed = false;
+  // also covers the process's other stdout writes (the listening line, the demo key)
+  stdout.on('error', () => (failed = true));
+  // Node writes to a terminal synchronously: one that stopped reading would stop the event loop (signals included)
+  if (stdout.isTTY) (stdout as unknown as { _handle?: { setBlocking?(blocking: boolean): void } })._handle?.setBlocking?.(false);
+  let dropped = 0;
+  return {
+    write(line: string) {
+      if (failed) return;
+      if (stdout.writableLength > MAX_PENDING_LOG_BYTES) {
+        dropped += 1;
+        return;
+      }
+      if (dropped > 0) {
+        stdout.write(`${JSON.stringify({ level: 40, time: Date.now(), msg: `${dropped} log lines dropped: stdout was not being read` })}\n`);
+        dropped = 0;
+      }
+      stdout.write(line);
+    },
+  };
+}

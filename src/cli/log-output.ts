@@ -9,7 +9,12 @@ export const MAX_PENDING_LOG_BYTES = 1024 * 1024;
  * the event loop nor holds the exit. pino's default output (sonic-boom on fd 1) threw on EIO and, at exit, retried its
  * unwritten lines forever, so such a process stopped answering signals and never stopped its embedded Postgres.
  */
-export function serviceLogOutput(stdout: NodeJS.WriteStream = process.stdout): DestinationStream {
+export interface ServiceLogOutput extends DestinationStream {
+  /** Before the exit: the lines still held go out to a reader that is behind, waiting at most `ms`. */
+  drain(ms: number): Promise<void>;
+}
+
+export function serviceLogOutput(stdout: NodeJS.WriteStream = process.stdout): ServiceLogOutput {
   let failed = false;
   // also covers the process's other stdout writes (the listening line, the demo key)
   stdout.on('error', () => (failed = true));
@@ -23,11 +28,26 @@ export function serviceLogOutput(stdout: NodeJS.WriteStream = process.stdout): D
         dropped += 1;
         return;
       }
-      if (dropped > 0) {
-        stdout.write(`${JSON.stringify({ level: 40, time: Date.now(), msg: `${dropped} log lines dropped: stdout was not being read` })}\n`);
-        dropped = 0;
-      }
+      sayDropped();
       stdout.write(line);
     },
+    drain(ms: number) {
+      if (failed) return Promise.resolve();
+      sayDropped();
+      // write('')'s callback runs once every earlier write is out ('drain' comes only after a refused write)
+      return new Promise<void>((done) => {
+        const timer = setTimeout(done, ms);
+        stdout.write('', () => {
+          clearTimeout(timer);
+          done();
+        });
+      });
+    },
   };
+
+  function sayDropped(): void {
+    if (dropped === 0) return;
+    stdout.write(`${JSON.stringify({ level: 40, time: Date.now(), msg: `${dropped} log lines dropped: stdout was not being read` })}\n`);
+    dropped = 0;
+  }
 }

@@ -19,11 +19,14 @@ export function registerServeCommands(program: Command): void {
 
 /** How long a graceful stop may take before the process exits anyway (docs/core.md, "Runtime"). */
 export const FORCED_EXIT_MS = 30_000;
+/** How long the exit waits at most for a log reader that fell behind (a shipper under load) to take the last lines. */
+const LOG_DRAIN_MS = 5_000;
 
 async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const started = Date.now();
   const config = loadOrExit();
-  const log = createLogger(config, serviceLogOutput());
+  const output = serviceLogOutput();
+  const log = createLogger(config, output);
   // Listening from the very start: a signal during start-up (a wait for Kafka, say) stops what started once it has,
   // rather than killing the process by default and orphaning the embedded Postgres it spawned.
   const stop = listenForStopSignals(log, config.http.shutdownDelayMs);
@@ -37,6 +40,7 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   await runtime.beginStop({ delay: !signalledDuringStart });
   await hooksDone;
   await runtime.stop();
+  await output.drain(LOG_DRAIN_MS);
   process.exit(0);
 }
 

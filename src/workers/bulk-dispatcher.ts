@@ -336,7 +336,10 @@ export class BulkDispatcher {
           cursor = claimed[claimed.length - 1].idx + 1;
           if (job.paused) await resumeJob(this.ctx, job);
           void materializeAhead();
-          const outcomes = await sendWindow(this.ctx, job, claimed, pacer);
+          // sends start only in the first half of the rows' lease, and of the number's on a spaced tier (renewed at
+          // the claim): a slow provider never has a row sent after the sweep resolved it, nor two dispatchers pacing one number
+          const leaseMs = limited ? Math.min(this.o.recipientLeaseMs, this.o.numberLeaseMs) : this.o.recipientLeaseMs;
+          const outcomes = await sendWindow(this.ctx, job, claimed, pacer, new Date(now.getTime() + leaseMs / 2));
           const previous = recording;
           recording = previous.then(() => recordOutcomes(this.ctx, job, outcomes));
           recording.catch(() => undefined); // awaited below (next window, or before returning)

@@ -6,20 +6,33 @@ import { isProviderError, mayHaveReachedProvider } from '../ports/provider';
 import type { DispatcherContext } from './bulk-dispatcher-context';
 import type { Pacer } from './bulk-pacer';
 
-/** Sends a claimed window (paced, bounded concurrency); returns the outcomes to record. */
-export async function sendWindow(ctx: DispatcherContext, job: JobRow, rows: readonly ClaimedRecipient[], pacer: Pacer): Promise<Outcome[]> {
+/**
+ * Sends a claimed window (paced, bounded concurrency); returns the outcomes to record. No send starts at or after
+ * `sendBy` (half the rows' lease, but the window's first): the rest goes back to pending, so a slow provider never
+ * has a recipient sent after the lease sweep resolved its row as interrupted (failed).
+ */
+export async function sendWindow(
+  ctx: DispatcherContext,
+  job: JobRow,
+  rows: readonly ClaimedRecipient[],
+  pacer: Pacer,
+  sendBy: Date,
+): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
   const inFlight = new Set<Promise<void>>();
+  let started = 0;
+  const late = () => started > 0 && ctx.now().getTime() >= sendBy.getTime();
   for (const row of rows) {
-    if (ctx.stopping(job.bulkId)) {
+    if (ctx.stopping(job.bulkId) || late()) {
       outcomes.push({ idx: row.idx, kind: 'unsent' });
       continue;
     }
     await pacer.wait();
-    if (ctx.stopping(job.bulkId)) {
+    if (ctx.stopping(job.bulkId) || late()) {
       outcomes.push({ idx: row.idx, kind: 'unsent' });
       continue;
     }
+    started++;
     const p: Promise<void> = sendOne(ctx, job, row, pacer).then((o) => {
       outcomes.push(o);
       inFlight.delete(p);

@@ -34,7 +34,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../../ports/transport';
-import { rawRecord } from './kafka-records';
+import { rawRecord, shortenReason } from './kafka-records';
 import type { TransportLogger } from './transport-options';
 
 /** What a subscription needs of its transport: KafkaTransport.deadLetter (resolves once acknowledged). */
@@ -388,9 +388,10 @@ export class KafkaSubscription implements Subscription {
           left.push({ message: entry.message, poisonReason: reason, error: err });
           return;
         }
-        this.logger?.warn({ topic, partition, offset: entry.message.offset, reason }, 'record sent to the dead-letter topic');
+        const shown = shortenReason(reason);
+        this.logger?.warn({ topic, partition, offset: entry.message.offset, reason: shown }, 'record sent to the dead-letter topic');
         try {
-          this.options.onDeadLetter?.(record, reason);
+          this.options.onDeadLetter?.(record, shown);
         } catch (err) {
           this.logger?.error({ err }, 'onDeadLetter callback failed');
         }
@@ -446,9 +447,10 @@ export class KafkaSubscription implements Subscription {
       return fail(err, reason);
     }
     this.retries.delete(retryKey);
-    this.logger?.warn({ topic, partition, offset: message.offset, reason }, 'record sent to the dead-letter topic');
+    const shown = shortenReason(reason);
+    this.logger?.warn({ topic, partition, offset: message.offset, reason: shown }, 'record sent to the dead-letter topic');
     try {
-      this.options.onDeadLetter?.(record, reason);
+      this.options.onDeadLetter?.(record, shown);
     } catch (err) {
       this.logger?.error({ err }, 'onDeadLetter callback failed');
     }

@@ -32,7 +32,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../../ports/transport';
-import { encodeValue, headersToStrings } from './kafka-records';
+import { encodeValue, headersToStrings, shortenReason } from './kafka-records';
 import { KafkaSubscription } from './kafka-subscription';
 import { SupervisedSubscription } from './supervised-subscription';
 import { installRequestQueueIdleFix, PATCHED_KAFKAJS_VERSION } from './request-queue-idle-fix';
@@ -94,13 +94,9 @@ export function estimateMessageBytes(m: Message): number {
   return bytes;
 }
 
-/** Longest dead-letter reason kept (a reason may quote the record, which may be what is too large). */
-const DLQ_REASON_MAX = 1_000;
 /** Longest record key a dead letter without its value keeps. */
 const DLQ_KEY_MAX = 1_024;
 
-const shortenReason = (reason: string): string =>
-  reason.length <= DLQ_REASON_MAX ? reason : `${reason.slice(0, DLQ_REASON_MAX)}… (${reason.length - DLQ_REASON_MAX} more characters)`;
 
 const TOO_LARGE_TYPES = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
 
@@ -445,7 +441,7 @@ export class KafkaTransport implements RecordTransport {
 
   /**
    * @internal used by subscriptions to dead-letter a record (resolves once acknowledged). The reason is shortened
-   * to DLQ_REASON_MAX characters (it may quote the record). A dead letter the transport or the broker refuses as too
+   * to DLQ_REASON_MAX characters (kafka-records.ts; it may quote the record). A dead letter the transport or the broker refuses as too
    * large (a record near the broker's limit, which a request of this transport cannot carry) is written without the
    * value, its size in `x-dlq-value-omitted` (the record stays at its original coordinates until retention): a
    * poison record must never stall its partition.

@@ -52,8 +52,12 @@ class Collector {
   }
 }
 
+/** Recipients one request may submit (before deduplication); more: a 400 on `recipients`, nothing checked further. */
+export const MAX_RECIPIENTS = 100_000;
+
 /** Shape and phone format of every recipient (needs no read model). */
 export function checkRecipients(raw: readonly unknown[]): RecipientsCheck {
+  if (raw.length > MAX_RECIPIENTS) return { ok: false, messages: [`Ensure this field has no more than ${MAX_RECIPIENTS} elements.`] };
   const errors = new Collector();
   const recipients: BulkRecipientInput[] = new Array(raw.length);
   for (let i = 0; i < raw.length; i++) {

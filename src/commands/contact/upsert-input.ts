@@ -71,11 +71,24 @@ export function isProtectedField(key: string): boolean {
   return false;
 }
 
+/** No spelling of a phone number is longer, blanks around it aside. */
+const MAX_PHONE_CHARS = 64;
+
+/**
+ * normalizePhone for a client's input of any length. normalizePhone remembers its recent answers keyed by the raw
+ * input: a megabyte-long "phone" must not reach it, or each such request keeps its string alive.
+ */
+export function normalizeClientPhone(raw: string): string | null {
+  const phone = raw.trim();
+  return phone.length > MAX_PHONE_CHARS ? null : normalizePhone(phone);
+}
+
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const show = (v: unknown): string => (typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v) ?? String(v));
 
 export const MAX_FULL_NAME = 255;
 export const MAX_SOURCE_DETAIL = 1000;
+const MAX_LIST_ID = 2_147_483_647;
 
 export function parseUpsertBody(body: unknown): UpsertInput {
   const problems: string[] = [];
@@ -108,7 +121,7 @@ export function parseUpsertBody(body: unknown): UpsertInput {
   } else if (typeof rawPhone.value !== 'string') {
     problems.push('phone must be a string');
   } else {
-    phone = normalizePhone(rawPhone.value);
+    phone = normalizeClientPhone(rawPhone.value);
     if (!phone) {
       problems.push(`phone ${show(rawPhone.value)} is not a valid phone number: use E.164 with the country code (e.g. +5491155551234)`);
     }
@@ -120,6 +133,9 @@ export function parseUpsertBody(body: unknown): UpsertInput {
   if (list && list.value !== null && list.value !== undefined) {
     if (typeof list.value !== 'number' || !Number.isSafeInteger(list.value) || list.value < 1) {
       problems.push(`${list.name} must be a positive integer`);
+    } else if (list.value > MAX_LIST_ID) {
+      // list ids are Postgres integers: a larger one names no list (and would fail the query, a 500)
+      problems.push(`${list.name} must be an integer from 1 to ${MAX_LIST_ID}`);
     } else {
       contactListId = list.value;
     }

@@ -18,6 +18,8 @@ import { parsePhoneNumberFromString, type PhoneNumber } from 'libphonenumber-js/
  */
 export function normalizePhone(raw: string): string | null {
   if (typeof raw !== 'string') return null;
+  // a long input is never a number, and remembering it would keep a client's megabyte string alive
+  if (raw.length > MEMO_INPUT_MAX) return normalizeUncached(raw);
   const hit = memo.get(raw);
   if (hit !== undefined) return hit;
   const result = normalizeUncached(raw);
@@ -28,6 +30,7 @@ export function normalizePhone(raw: string): string | null {
 
 // normalizePhone is pure and sits on every contacts request: remember recent answers (bounded).
 const MEMO_SIZE = 10_000;
+const MEMO_INPUT_MAX = 64;
 const memo = new Map<string, string | null>();
 
 function normalizeUncached(raw: string): string | null {

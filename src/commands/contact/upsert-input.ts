@@ -71,18 +71,6 @@ export function isProtectedField(key: string): boolean {
   return false;
 }
 
-/** No spelling of a phone number is longer, blanks around it aside. */
-const MAX_PHONE_CHARS = 64;
-
-/**
- * normalizePhone for a client's input of any length. normalizePhone remembers its recent answers keyed by the raw
- * input: a megabyte-long "phone" must not reach it, or each such request keeps its string alive.
- */
-export function normalizeClientPhone(raw: string): string | null {
-  const phone = raw.trim();
-  return phone.length > MAX_PHONE_CHARS ? null : normalizePhone(phone);
-}
-
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const show = (v: unknown): string => (typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v) ?? String(v));
 
@@ -121,7 +109,7 @@ export function parseUpsertBody(body: unknown): UpsertInput {
   } else if (typeof rawPhone.value !== 'string') {
     problems.push('phone must be a string');
   } else {
-    phone = normalizeClientPhone(rawPhone.value);
+    phone = normalizePhone(rawPhone.value);
     if (!phone) {
       problems.push(`phone ${show(rawPhone.value)} is not a valid phone number: use E.164 with the country code (e.g. +5491155551234)`);
     }

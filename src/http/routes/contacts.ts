@@ -3,11 +3,12 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AmbiguousPhoneError, upsertContact, type UpsertResult } from '../../commands/contact/handler';
 import { type CustomFieldView, customFieldViews } from '../../commands/contact/model';
-import { normalizeClientPhone, parseUpsertBody } from '../../commands/contact/upsert-input';
+import { parseUpsertBody } from '../../commands/contact/upsert-input';
 import { CONTACT_SOURCES, type ContactSource } from '../../events/contacts';
 import { FIELD_TYPES } from '../../events/provisioning';
 import { type ExternalContactRow, findExternalContacts, type LookupResult, lookupContact } from '../../projections/contacts/queries';
 import type { Services } from '../../services';
+import { normalizePhone } from '../../shared/phone';
 import { requireCompany } from '../auth';
 import { type ContactView, contactCacheOf } from '../contact-cache';
 import { badRequest, conflict } from '../errors';
@@ -244,7 +245,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
       response: { 200: lookupResponse, 400: errorBody, 401: errorBody, 403: errorBody },
     },
   }, async (request, reply) => {
-    const e164 = normalizeClientPhone(requirePhone(request.query.phone));
+    const e164 = normalizePhone(requirePhone(request.query.phone));
     if (!e164) return sendJson(reply, LOOKUP_NOT_FOUND.render(0));
     const companyId = companyOf(request);
     const view = await cache.get('lookup', companyId, e164, async () => lookupView(await lookupContact(services.pool, companyId, e164)));
@@ -261,7 +262,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
       response: { 200: getResponse, 400: errorBody, 401: errorBody, 409: errorBody },
     },
   }, async (request, reply) => {
-    const e164 = normalizeClientPhone(requirePhone(request.query.phone));
+    const e164 = normalizePhone(requirePhone(request.query.phone));
     if (!e164) return sendJson(reply, GET_NOT_FOUND.render(0));
     const companyId = companyOf(request);
     const view = await cache.get('external', companyId, e164, async () => externalView(await findExternalContacts(services.pool, companyId, e164, 2), e164));

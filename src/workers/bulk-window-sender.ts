@@ -1,5 +1,5 @@
 // Sending a claimed window: paced, at most `concurrency` provider calls in flight; each send's answer becomes
-// an outcome (sent, failed, retry with backoff, or unsent when stopping).
+// an outcome (sent, failed, retry with backoff, or unsent when stopping or past the window's send-by time).
 import type { ClaimedRecipient, JobRow, Outcome } from '../commands/bulk/work';
 import { buildComponents } from '../commands/send/components';
 import { isProviderError, mayHaveReachedProvider } from '../ports/provider';

@@ -2,7 +2,7 @@
 // before anything is stored: one bad recipient rejects the whole request, and the messages name it by its
 // index in the submitted list: `recipients[3].phone: ...`. Variables are checked with the single send's
 // components builder (the same rules and messages).
-import { normalizePhone, spellingKey } from '../../shared/phone';
+import { normalizePhone } from '../../shared/phone';
 import { nestsDeeperThan } from '../../shared/storable';
 import { buildComponents, type TemplateShape } from '../send/components';
 
@@ -124,25 +124,17 @@ export interface Deduplicated {
 
 /**
  * Removes repeated phone numbers, the first occurrence (its spelling and variables) kept: the same `+digits` text,
- * or another spelling of the same number (`+5491155551234` and `+541155551234`). Only phones whose spelling key
- * meets a kept phone's are normalized (normalizing a 100k list costs seconds).
+ * or any spelling of the same number: every phone is normalized (the E.164 the dispatcher sends to and counts quota
+ * by), so `+5491155551234`, `+541155551234` and `+54111555551234` (with `15`) are one recipient, as are
+ * `+447911123456` and `+4407911123456` (a trunk 0). A phone that does not normalize is kept by its text.
  */
 export function deduplicate(recipients: readonly BulkRecipientInput[]): Deduplicated {
   const seen = new Set<string>();
-  const keptByKey = new Map<string, string[]>();
   const out: BulkRecipientInput[] = [];
   for (const r of recipients) {
-    if (seen.has(r.phone)) continue;
-    seen.add(r.phone);
-    const key = spellingKey(r.phone);
-    const kept = keptByKey.get(key);
-    if (kept) {
-      const e164 = normalizePhone(r.phone);
-      if (e164 !== null && kept.some((k) => normalizePhone(k) === e164)) continue;
-      kept.push(r.phone);
-    } else {
-      keptByKey.set(key, [r.phone]);
-    }
+    const key = normalizePhone(r.phone) ?? r.phone;
+    if (seen.has(key)) continue;
+    seen.add(key);
     out.push(r);
   }
   return { recipients: out, total: recipients.length, unique: out.length };

@@ -322,8 +322,8 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
         'Validates every recipient (phone format; variables against the template) before anything is created: one invalid ' +
         'recipient rejects the request with 400 naming it, e.g. {"recipients": ["recipients[3].phone: Enter the phone number ' +
         'in international format: a leading + and digits only, no spaces."]} (the first 20 invalid recipients are described). ' +
-        'Repeated phones are removed (total_recipients submitted, unique_recipients kept). Bodies up to 32 MiB ' +
-        '(about 100,000 recipients). The dispatcher sends at the number\'s tier spacing and pauses while its 24 h quota is used up.',
+        'Repeated phones are removed, every spelling of one number counted once (total_recipients submitted, ' +
+        'unique_recipients kept). At most 100,000 recipients (more is a 400) and bodies up to 32 MiB. The dispatcher sends at the number\'s tier spacing and pauses while its 24 h quota is used up.',
       body: createBodySchema,
       response: { 202: createdSchema, 400: fieldErrorsSchema.or(errorSchema), 404: errorSchema },
     },

@@ -83,16 +83,6 @@ export function phoneVariants(e164: string): string[] {
   return [...out];
 }
 
-/**
- * The key under which the spellings of one messaging number meet, by text alone (no parsing): the form of
- * `phoneVariants`' pair without Argentina's `9` or Mexico's `1`; the number itself elsewhere.
- */
-export function spellingKey(phone: string): string {
-  if (phone.startsWith('+549')) return `+54${phone.slice(4)}`;
-  if (phone.startsWith('+521') && phone.length === 14) return `+52${phone.slice(4)}`;
-  return phone;
-}
-
 /** normalizePhone, then its variants; [] when the input is not a valid number. */
 export function phoneMatchKeys(raw: string): string[] {
   const e164 = normalizePhone(raw);

@@ -140,9 +140,12 @@ export class SendQuotaGate {
       const dailyLimit = dailyLimitOf(check.tier);
       // another send in flight to the same new recipient: this one takes no more room
       if (!read.recipient_reserved && used >= dailyLimit) return { used, dailyLimit };
-      // the number's expired reservations (counted no more) are deleted on the way
+      // the number's expired reservations (counted no more) are deleted on the way, skipping rows another statement
+      // holds: waiting there while holding rows an answered request deletes next could deadlock (docs/sends.md)
       await tx.query(
-        `WITH expired AS (DELETE FROM public.send_quota_reservations WHERE number_id = $2 AND expires_at <= $5)
+        `WITH expired AS (
+           DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
+             SELECT reservation_id FROM public.send_quota_reservations WHERE number_id = $2 AND expires_at <= $5 FOR UPDATE SKIP LOCKED))
          INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at) VALUES ($1, $2, $3, $4)`,
         [id, numberId, recipient, new Date(now.getTime() + this.reservationTtlMs), now],
       );

@@ -5,6 +5,7 @@ import { QUOTA_WINDOW_MS } from '../../projections/accounts/queries';
 import { withTransaction } from '../../shared/tx';
 import { deterministicUuid } from '../send/ids';
 import { BULK_RESERVATION_AFTER_LEASE_MS, BULK_RESERVES_BELOW, quotaLockKey } from '../send/quota-gate';
+import { outcomeUnknownRecipientsSql } from './work-unknown-outcomes';
 
 // ---------------------------------------------------------------- claims (pending → in_flight)
 
@@ -86,20 +87,24 @@ export interface QuotaClaim {
   resumeAt: Date | null;
 }
 
-// the single sends' (and bulk claims') live reservations of recipients in flight (src/commands/send/quota-gate.ts);
-// no time: they leave the window only by being sent (then in the read model) or given back
+// bulk rows whose outcome is unknown count as sent (./work-unknown-outcomes.ts); the single sends' (and bulk
+// claims') live reservations of recipients in flight (src/commands/send/quota-gate.ts) have no time: they leave the
+// window only by being sent (then in the read model) or given back
 const WINDOW_UNION = `
   SELECT recipient AS r, last_sent_at AS t FROM rm_accounts.quota_recipients WHERE number_id = $number AND last_sent_at > $since
   UNION ALL
   SELECT e164, claimed_at FROM bulk_work.recipients WHERE number_id = $number AND state IN ('in_flight', 'sent') AND claimed_at > $since
   UNION ALL
+  ${outcomeUnknownRecipientsSql('$number', '$since')}
+  UNION ALL
   SELECT recipient, NULL FROM public.send_quota_reservations WHERE number_id = $number AND expires_at > $now`;
 
-/** Whether the number sent to `recipient` (an SQL expression) in the window, or a bulk has it in flight. */
+/** Whether the number sent to `recipient` (an SQL expression) in the window, or a bulk has it in flight or may have sent it. */
 const sentOrClaimed = (recipient: string) => `(
   EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $number AND q.recipient = ${recipient} AND q.last_sent_at > $since)
   OR EXISTS (SELECT 1 FROM bulk_work.recipients w WHERE w.number_id = $number AND w.e164 = ${recipient}
-                AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since))`;
+                AND w.state IN ('in_flight', 'sent') AND w.claimed_at > $since)
+  OR EXISTS (SELECT 1 FROM (${outcomeUnknownRecipientsSql('$number', '$since')}) u WHERE u.recipient = ${recipient}))`;
 
 const IN_WINDOW = `(${sentOrClaimed('r.e164')}
   OR EXISTS (SELECT 1 FROM public.send_quota_reservations s WHERE s.number_id = $number AND s.recipient = r.e164 AND s.expires_at > $now))`;
@@ -134,8 +139,9 @@ async function reserveClaimed(client: PoolClient, args: ClaimArgs & { numberId: 
 /**
  * Claims for a number with a daily limit: serialised per number (the quota's advisory lock, shared with the single
  * sends' gate), counts the unique recipients of the rolling 24 h window (the accounts read model, plus this work
- * table's sent and in-flight rows, which the read model may not have yet, plus the live quota reservations of
- * sends in flight), and claims recipients already in the window freely and new ones only while room remains.
+ * table's sent and in-flight rows, which the read model may not have yet, and its failed rows whose outcome is
+ * unknown, plus the live quota reservations of sends in flight), and claims recipients already in the window freely
+ * and new ones only while room remains.
  * Near the limit the claimed recipients are reserved too, so that single sends count them.
  */
 export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { numberId: number; dailyLimit: number }): Promise<QuotaClaim> {

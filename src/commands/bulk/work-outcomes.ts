@@ -7,8 +7,9 @@ import type { Services } from '../../services';
 import { deterministicUuid } from '../send/ids';
 import { chunkStreamId } from './decider';
 import { bulkReservationId } from './work-claims';
+import { OUTCOME_UNKNOWN_CODES } from './work-unknown-outcomes';
 
-export const INTERRUPTED_CODE = 'interrupted';
+export const INTERRUPTED_CODE = 'interrupted' satisfies (typeof OUTCOME_UNKNOWN_CODES)[number];
 export const INTERRUPTED_MESSAGE = 'interrupted, outcome unknown';
 
 // ---------------------------------------------------------------- outcomes (in_flight → sent | failed | pending)
@@ -61,8 +62,11 @@ const toOutcomeRow = (r: any): OutcomeRow => ({
 /** The event id of an outcome batch: a re-append of the same batch is recognised by the event store. */
 export const batchEventId = (bulkId: string, batchId: string): string => deterministicUuid('bulk-outcome-batch', `${bulkId}:${batchId}`);
 
-/** failures where the provider may have the message (or the failure is unexpected): their quota reservation is kept */
-const MAY_HAVE_BEEN_SENT = new Set(['timeout', 'connection_lost', 'internal_error']);
+/**
+ * failures where the provider may have the message (or the failure is unexpected): their quota reservation is kept,
+ * and the row counts in the quota window as sent
+ */
+const MAY_HAVE_BEEN_SENT: ReadonlySet<string> = new Set(OUTCOME_UNKNOWN_CODES);
 
 /** Outcomes whose recipient was surely not sent: its quota reservation, if the claim made one, is given back. */
 const givesRoomBack = (o: Outcome): boolean => o.kind === 'retry' || o.kind === 'unsent' || (o.kind === 'failed' && !MAY_HAVE_BEEN_SENT.has(o.code));

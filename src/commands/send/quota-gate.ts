@@ -14,6 +14,7 @@ import type { Pool, PoolClient } from 'pg';
 import type { Logger } from 'pino';
 import { dailyLimitOf, type MessagingTier, quotaWindow, usedSql } from '../../projections/accounts/queries';
 import { withTransaction } from '../../shared/tx';
+import { outcomeUnknownRecipientsSql } from '../bulk/work-unknown-outcomes';
 
 /**
  * Remaining unique recipients at or under which sends to new recipients are reserved under the lock. A send admitted
@@ -43,12 +44,15 @@ const DEFAULT_CALL_MS = 10_000;
 /** after the provider's answer: the append and the read-your-writes wait (10 s at most), with a margin */
 const RECORDING_MS = 20_000;
 
+// bulk recipients whose outcome is unknown count as reserved (not in the read model) and put theirs in the window
 const GATE_SQL = `SELECT ${usedSql('$1', '$2', '$3', '$4')} AS used,
-  (SELECT count(DISTINCT r.recipient)::int FROM public.send_quota_reservations r
-    WHERE r.number_id = $1 AND r.expires_at > $6
-      AND NOT EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
+  (SELECT count(DISTINCT r.recipient)::int FROM (
+     SELECT recipient FROM public.send_quota_reservations WHERE number_id = $1 AND expires_at > $6
+     UNION ALL SELECT recipient FROM (${outcomeUnknownRecipientsSql('$1', '$3')}) u) r
+    WHERE NOT EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
                        WHERE q.number_id = $1 AND q.recipient = r.recipient AND q.last_sent_at > $3)) AS reserved,
-  EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $1 AND q.recipient = $5 AND q.last_sent_at > $3) AS in_window,
+  (EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $1 AND q.recipient = $5 AND q.last_sent_at > $3)
+   OR EXISTS (SELECT 1 FROM (${outcomeUnknownRecipientsSql('$1', '$3')}) u WHERE u.recipient = $5)) AS in_window,
   EXISTS (SELECT 1 FROM public.send_quota_reservations r WHERE r.number_id = $1 AND r.recipient = $5 AND r.expires_at > $6) AS recipient_reserved`;
 
 interface GateRead {

@@ -148,11 +148,23 @@ export const BulkRecipientsDispatched = defineEvent('BulkRecipientsDispatched', 
   description: 'The provider accepted the messages of these recipients of one chunk (status `sent`): one event per dispatch window and chunk.',
 });
 
+/**
+ * Error codes of a failed recipient whose outcome is unknown: the provider may have the message (the dispatcher died
+ * with the send at the provider, the call timed out, the connection was lost, it failed unexpectedly). Such a
+ * recipient counts in its number's 24 h quota as sent (docs/bulk.md, "Crashes and leases").
+ */
+export const OUTCOME_UNKNOWN_CODES = ['interrupted', 'timeout', 'connection_lost', 'internal_error'] as const;
+const OUTCOME_UNKNOWN: ReadonlySet<string> = new Set(OUTCOME_UNKNOWN_CODES);
+
+/** Whether a rejected recipient's message may have been sent (its outcome is unknown). */
+export const outcomeUnknown = (r: { code: string; interrupted: boolean }): boolean => r.interrupted || OUTCOME_UNKNOWN.has(r.code);
+
 export const BulkRecipientsRejected = defineEvent('BulkRecipientsRejected', {
   type: 'object', additionalProperties: false,
   required: ['bulkId', 'companyId', 'chunk', 'recipients'],
   properties: {
     bulkId, companyId: positiveInt, chunk,
+    numberId: { ...positiveInt, description: 'the sending number (quota); absent on events appended before 2026-11-27' },
     recipients: {
       type: 'array', minItems: 1, maxItems: 1000,
       items: {
@@ -161,6 +173,10 @@ export const BulkRecipientsRejected = defineEvent('BulkRecipientsRejected', {
         properties: {
           index,
           recipientPhone: { type: 'string' },
+          recipientE164: {
+            type: 'string',
+            description: 'normalized; with `numberId`, an outcome-unknown failure (the provider may have the message) counts in the quota as sent; absent on events appended before 2026-11-27',
+          },
           code: { type: 'string', description: "the provider's code, a transport code, or `interrupted`" },
           message: { type: 'string' },
           interrupted: { type: 'boolean', description: 'true: the dispatcher died while the send was in flight (outcome unknown; never sent again)' },

@@ -155,10 +155,11 @@ function batchEvent(b: OutcomeBatch): EventToAppend {
     };
     return { type: 'BulkRecipientsDispatched', data, metadata };
   }
+  // numberId and recipientE164: the accounts read model counts the outcome-unknown ones in the quota window
   const data: BulkEventData<'BulkRecipientsRejected'> = {
-    bulkId: b.bulkId, companyId: b.companyId, chunk: b.chunk,
+    bulkId: b.bulkId, companyId: b.companyId, numberId: b.numberId, chunk: b.chunk,
     recipients: b.rows.map((r) => ({
-      index: r.idx, recipientPhone: r.phone, code: r.errorCode ?? 'unknown', message: r.errorMessage ?? 'the send failed',
+      index: r.idx, recipientPhone: r.phone, recipientE164: r.e164, code: r.errorCode ?? 'unknown', message: r.errorMessage ?? 'the send failed',
       interrupted: r.interrupted, attempts: Math.max(0, r.attempts), at: r.outcomeAt.toISOString(),
     })),
   };

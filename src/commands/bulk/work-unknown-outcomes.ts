@@ -3,8 +3,13 @@
 // sent again, and they keep counting in their number's rolling 24 h quota window, from their claim, as if sent
 // (docs/bulk.md, "Crashes and leases"). A provider refusal sent nothing: not among them.
 
-/** The error codes of such recipients (`interrupted`: the lease sweep's, src/commands/bulk/work-outcomes.ts). */
-export const OUTCOME_UNKNOWN_CODES = ['interrupted', 'timeout', 'connection_lost', 'internal_error'] as const;
+import { OUTCOME_UNKNOWN_CODES } from '../../events/bulk';
+
+/**
+ * The error codes of such recipients (`interrupted`: the lease sweep's, src/commands/bulk/work-outcomes.ts); defined
+ * with the events, since the accounts read model counts them from `BulkRecipientsRejected` too.
+ */
+export { OUTCOME_UNKNOWN_CODES };
 
 /**
  * The rows of `bulk_work.recipients` (alias `w`) whose outcome is unknown: the predicate of the partial index

@@ -5,13 +5,15 @@ import { queryNamed } from '../../shared/tx';
 import type { CompanyEvent, PhoneNumberEvent } from '../../events/provisioning';
 import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../change-signals';
 import type { SendEvent } from '../../events/sends';
+import { type BulkEventData, outcomeUnknown } from '../../events/bulk';
 
 type SendAcceptedData = Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data'];
 
 // Read model `accounts`: messaging phone numbers, their templates (variables and buttons as given) and the
 // quota window (unique recipients per number with the time of the last send to each, for the rolling 24 h
 // count). Fed by the `phonenumber-{id}` streams, the company name from `company-{id}`, and, for the quota
-// window, by the send events.
+// window, by the send events: single sends and bulk recipients accepted, and bulk recipients failed with an unknown
+// outcome (the provider may have the message: `outcomeUnknown`), which count as sent.
 //  - `docs`: per company, the business-accounts document without quota (numbers with their APPROVED templates),
 //    rebuilt here on every number/template change, so the endpoint reads one row.
 //  - `quota_recipients` + `quota_minutes`: the last send time per (number, recipient), and how many recipients
@@ -23,7 +25,7 @@ const SCHEMA = 'rm_accounts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
-  version: 2,
+  version: 3,
   schema: SCHEMA,
   handles: [
     'CompanyRegistered', 'CompanyProfileChanged',
@@ -32,7 +34,10 @@ export const accountsProjection: Projection = {
     // Send events that use quota are added here by the sends feature (they call recordQuotaUse in apply).
     'TemplateSendAccepted',
     'BulkRecipientsDispatched', // [bulk sends, issue 5] bulk recipients accepted by the provider use quota too
+    'BulkRecipientsRejected', // those whose outcome is unknown (the provider may have the message) too
   ],
+  /** a bulk failure uses quota only when the provider may have the message, and names its number (since v3) */
+  affects: (event) => event.type !== 'BulkRecipientsRejected' || (quotaUsesOf(event)?.uses.length ?? 0) > 0,
   ddl: `
     CREATE TABLE IF NOT EXISTS numbers (
       number_id            integer PRIMARY KEY,
@@ -122,10 +127,10 @@ export const accountsProjection: Projection = {
       await recordQuotaUse(tx, { numberId: d.numberId, recipient: d.recipientE164, at: d.acceptedAt });
       return;
     }
-    if (event.type === 'BulkRecipientsDispatched') {
+    if (event.type === 'BulkRecipientsDispatched' || event.type === 'BulkRecipientsRejected') {
       // [bulk sends, issue 5] same rule as a single send: one unique recipient per number in the rolling 24 h
-      const d = event.data as { numberId: number; recipients: Array<{ recipientE164: string; at: string }> };
-      await recordQuotaUses(tx, d.numberId, d.recipients.map((r) => ({ recipient: r.recipientE164, at: r.at })));
+      const uses = quotaUsesOf(event);
+      if (uses) await recordQuotaUses(tx, uses.numberId, uses.uses);
       return;
     }
     if (event.type === 'CompanyRegistered' || event.type === 'CompanyProfileChanged') {
@@ -191,7 +196,11 @@ const NUMBER_EVENTS: ReadonlySet<string> = new Set([
   'TemplateRegistered', 'TemplateChanged', 'TemplateStatusChanged',
 ]);
 
-/** The quota uses an event records (single send accepted, bulk recipients dispatched), else undefined. */
+/**
+ * The quota uses an event records (single send accepted, bulk recipients dispatched, bulk recipients failed whose
+ * outcome is unknown), else undefined. A failure event appended before it carried `numberId` and `recipientE164`
+ * records none (the work table's union counted it for the quota gates while it was in the window).
+ */
 function quotaUsesOf(event: RecordedEvent): { numberId: number; uses: Array<{ recipient: string; at: string }> } | undefined {
   if (event.type === 'TemplateSendAccepted') {
     const d = event.data as SendAcceptedData;
@@ -200,6 +209,12 @@ function quotaUsesOf(event: RecordedEvent): { numberId: number; uses: Array<{ re
   if (event.type === 'BulkRecipientsDispatched') {
     const d = event.data as { numberId: number; recipients: Array<{ recipientE164: string; at: string }> };
     return { numberId: d.numberId, uses: d.recipients.map((r) => ({ recipient: r.recipientE164, at: r.at })) };
+  }
+  if (event.type === 'BulkRecipientsRejected') {
+    const d = event.data as BulkEventData<'BulkRecipientsRejected'>;
+    if (d.numberId === undefined) return undefined;
+    const uses = d.recipients.flatMap((r) => (r.recipientE164 !== undefined && outcomeUnknown(r) ? [{ recipient: r.recipientE164, at: r.at }] : []));
+    return { numberId: d.numberId, uses };
   }
   return undefined;
 }

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { type Command, InvalidArgumentError } from 'commander';
 import { type EventStore, InvalidPositionError, type Position, type ReadAllBatch, START } from '../ports/event-store';
 import { createEventRegistry } from '../events/catalogue';
+import { InvalidEventError } from '../events/registry';
 import { positiveInt } from './args';
 import { CliUsageError } from './failure';
 import { progress, progressDone, withCliRuntime } from './runtime';
@@ -19,8 +20,10 @@ const BATCH = 2000;
 
 /** `--type A,B`: each must be an event type of the catalogue (a misspelt one would export nothing, silently). */
 function eventTypes(option: string | undefined): Set<string> | undefined {
-  if (!option) return undefined;
+  if (option === undefined) return undefined;
   const types = new Set(option.split(',').map((t) => t.trim()));
+  // `--type "$TYPES"` with an empty variable would otherwise export every type
+  if (types.has('')) throw new CliUsageError(`--type ${JSON.stringify(option)}: an empty event type; give comma-separated event types (\`switchboard events schemas\` lists them)`);
   const registry = createEventRegistry();
   const unknown = [...types].filter((t) => !registry.has(t));
   if (unknown.length) throw new CliUsageError(`--type: unknown event type ${unknown.join(', ')} (\`switchboard events schemas\` lists them)`);
@@ -31,13 +34,15 @@ function eventTypes(option: string | undefined): Set<string> | undefined {
  * Watches stdout for a write error: a reader that went away (`| head`: EPIPE) ends the export quietly, as a
  * pipeline expects; another (a full disk: ENOSPC) ends it with one line. Without a listener Node throws either.
  */
-function watchOutput(): { failed: () => NodeJS.ErrnoException | undefined; drained: () => Promise<void> } {
+function watchOutput(): { failed: () => NodeJS.ErrnoException | undefined; drained: () => Promise<void>; flushed: () => Promise<void> } {
   let failure: NodeJS.ErrnoException | undefined;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => (failure ??= err));
   return {
     failed: () => failure,
     // `once` also settles (rejects) on 'error'
     drained: () => once(process.stdout, 'drain').then(() => undefined, () => undefined),
+    // the callback runs once what was written before is written, or with the write's error
+    flushed: () => new Promise<void>((ok) => process.stdout.write('', () => ok())),
   };
 }
 
@@ -47,19 +52,35 @@ function outputFailure(err: NodeJS.ErrnoException): CliUsageError {
   );
 }
 
+/** A stored event its schema (after upcasting) refuses: the read of a batch holding it fails as a whole. */
+class UnreadableEvent extends Error {
+  constructor(readonly after: Position, readonly refusal: InvalidEventError) {
+    super(refusal.message);
+  }
+}
+
 /**
  * The next batch of the log. The store parses the position before it reads anything: only `--from` can be text
  * that is not one of its positions (every later one comes from the store), so its refusal names `--from`.
  */
-async function readBatch(store: EventStore, after: Position): Promise<ReadAllBatch> {
+async function readBatch(store: EventStore, after: Position, size: number): Promise<ReadAllBatch> {
   try {
-    return await store.readAll(after, BATCH);
+    return await store.readAll(after, size);
   } catch (err) {
+    if (err instanceof InvalidEventError) throw new UnreadableEvent(after, err);
     if (!(err instanceof InvalidPositionError)) throw err;
     throw new CliUsageError(
       `--from ${JSON.stringify(err.position)} is not a position of the ${store.kind} event store: expected ${err.expected} (the "position" of an exported line)`,
     );
   }
+}
+
+function unreadable(e: UnreadableEvent): CliUsageError {
+  const from = JSON.stringify(e.after);
+  return new CliUsageError(
+    `the event after position ${from} cannot be exported: ${e.refusal.message}; the lines before it are complete `
+      + `(it needs an upcaster or a fix of the stored event; then resume with --from ${from})`,
+  );
 }
 
 export function registerEventCommands(program: Command): void {
@@ -82,8 +103,18 @@ export function registerEventCommands(program: Command): void {
         let written = 0;
         let scanned = 0;
         let resumeFrom = position;
+        // a batch holding an event its schema refuses is read again one event at a time, up to that event
+        let size = BATCH;
         while (written < limit && !output.failed()) {
-          const batch = await readBatch(s.store, position);
+          let batch: ReadAllBatch;
+          try {
+            batch = await readBatch(s.store, position, size);
+          } catch (err) {
+            if (!(err instanceof UnreadableEvent)) throw err;
+            if (size === 1) throw unreadable(err);
+            size = 1;
+            continue;
+          }
           if (batch.events.length === 0) break;
           for (const e of batch.events) {
             scanned++;
@@ -110,7 +141,11 @@ export function registerEventCommands(program: Command): void {
   events
     .command('schemas')
     .description('print the JSON Schema of every event type (one JSON object per line)')
-    .action(() => {
+    .action(async () => {
+      const output = watchOutput();
       for (const s of createEventRegistry().schemas()) process.stdout.write(`${JSON.stringify(s)}\n`);
+      await output.flushed();
+      const failure = output.failed();
+      if (failure && failure.code !== 'EPIPE') throw new CliUsageError(`cannot write the schemas (${failure.code ?? failure.message})`);
     });
 }

@@ -62,11 +62,12 @@ export class ProviderError extends Error {
 
 /**
  * Whether a failed call may still have reached the provider, which may then have accepted the message: it timed
- * out, the connection was lost once the request could have been written (`connection_lost`), or it failed in a way
- * the adapter did not classify. Trying again could then message the customer twice.
+ * out, the connection was lost once the request could have been written (`connection_lost`), the provider accepted
+ * it (2xx) with an answer that names no message id (`invalid_response`), or it failed in a way the adapter did not
+ * classify. Trying again could then message the customer twice.
  */
 export function mayHaveReachedProvider(err: unknown): boolean {
-  return !isProviderError(err) || err.code === 'timeout' || err.code === 'connection_lost';
+  return !isProviderError(err) || err.code === 'timeout' || err.code === 'connection_lost' || err.code === 'invalid_response';
 }
 
 export interface MessagingProvider {

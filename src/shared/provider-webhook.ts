@@ -123,10 +123,13 @@ export function signWebhook(appSecret: string, rawBody: Buffer | string): string
   return `sha256=${createHmac('sha256', appSecret).update(rawBody).digest('hex')}`;
 }
 
+/** `sha256=` and exactly 64 hex digits: Buffer.from(…, 'hex') alone stops at the first non-hex character. */
+const SIGNATURE_HEADER = /^sha256=([0-9a-fA-F]{64})$/;
+
 /** Constant-time check of an X-Hub-Signature-256 header against the raw body. */
 export function verifyWebhookSignature(appSecret: string, rawBody: Buffer, header: string | undefined): boolean {
-  if (!header || !header.startsWith('sha256=')) return false;
-  const given = Buffer.from(header.slice('sha256='.length).trim(), 'hex');
+  const hex = header === undefined ? undefined : SIGNATURE_HEADER.exec(header)?.[1];
+  if (!hex) return false;
   const expected = createHmac('sha256', appSecret).update(rawBody).digest();
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  return timingSafeEqual(Buffer.from(hex, 'hex'), expected);
 }

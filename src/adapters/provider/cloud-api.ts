@@ -6,7 +6,10 @@
 // Retryable answers (RETRYABLE_PROVIDER_CODES, HTTP 5xx, a connection never made) are retried a bounded number of
 // times with exponential backoff and jitter; the last failure is thrown as a ProviderError. A timeout or a
 // connection lost after it was made (`connection_lost`) is reported as retryable but not retried here (the message
-// may have been accepted: no double sends).
+// may have been accepted: no double sends); so are a 2xx whose body could not be read to its end (the provider accepted
+// the message) and a bare 502/504 from a gateway. Redirects are not followed; a response body is read up to MAX_RESPONSE_BYTES; a Retry-After longer
+// than the planned backoff ends the retries (the caller tries later).
+import { Agent, fetch as undiciFetch } from 'undici';
 import {
   mayHaveReachedProvider,
   type MessagingProvider,
@@ -23,6 +26,25 @@ const NOT_CONNECTED: ReadonlySet<string> = new Set([
 /** …or a TLS handshake that refused the provider's certificate (CERT_HAS_EXPIRED, DEPTH_ZERO_SELF_SIGNED_CERT, ...) */
 const isNotConnected = (code: string): boolean => NOT_CONNECTED.has(code) || code.includes('CERT');
 
+/** The most of a response body that is read; the provider's answers are well under 10 KB. */
+export const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+/** A token a header can carry; anything else would make every request fail (with the token in undici's message). */
+const HEADER_SAFE_TOKEN = /^[\x21-\x7e]+$/;
+
+const isTimeout = (err: unknown): boolean => ['TimeoutError', 'AbortError'].includes((err as Error)?.name);
+
+/** The provider's Retry-After (seconds or an HTTP date) in ms, when it gave a usable one. */
+function retryAfterMs(header: string | null): number | undefined {
+  if (header === null || header.trim() === '') return undefined;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+/** the Retry-After of the answers that gave one (ProviderError's details have no field for it) */
+const retryAfterOf = new WeakMap<ProviderError, number>();
+
 export interface CloudApiProviderOptions {
   baseUrl: string;
   apiVersion: string;
@@ -32,8 +54,13 @@ export interface CloudApiProviderOptions {
   /** first backoff delay, doubled per retry (default 250 ms), capped by maxDelayMs (default 4 s) */
   baseDelayMs?: number;
   maxDelayMs?: number;
-  /** per-attempt timeout (default 10 s) */
+  /** per-attempt timeout, the connection included (default 10 s) */
   timeoutMs?: number;
+  /**
+   * time to make the connection, TLS handshake included (default 5 s, at most half of timeoutMs): a connection not
+   * made in time sent nothing, so it is a `network_error`, retried, not a `timeout`
+   */
+  connectTimeoutMs?: number;
   /** injectable for tests */
   sleep?: (ms: number) => Promise<void>;
   fetch?: typeof fetch;
@@ -61,7 +88,7 @@ export function providerErrorFrom(httpStatus: number, body: unknown): ProviderEr
     const details = typeof err.error_data?.details === 'string' ? err.error_data.details : undefined;
     const base = typeof err.message === 'string' && err.message !== '' ? err.message : `provider error ${code}`;
     const message = details && !base.includes(details) ? `${base}: ${details}` : base;
-    return new ProviderError(code, message, RETRYABLE_PROVIDER_CODES.has(code) || httpStatus >= 500, {
+    return new ProviderError(code, message, RETRYABLE_PROVIDER_CODES.has(code) || httpStatus >= 500 || httpStatus === 429, {
       type: typeof err.type === 'string' ? err.type : undefined,
       subcode: err.error_subcode === undefined || err.error_subcode === null ? undefined : String(err.error_subcode),
       httpStatus,
@@ -81,15 +108,30 @@ export class CloudApiProvider implements MessagingProvider {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly fetch: typeof fetch;
   private readonly random: () => number;
+  private readonly agent: Agent | undefined;
+  private readonly accessToken: string;
 
   constructor(private readonly options: CloudApiProviderOptions) {
+    // surrounding whitespace (a token file's line break) is dropped, as fetch drops it from a header value
+    this.accessToken = options.accessToken.trim();
+    if (!HEADER_SAFE_TOKEN.test(this.accessToken)) {
+      throw new Error('the provider access token holds spaces, line breaks or other characters an HTTP header cannot carry');
+    }
     this.maxAttempts = Math.max(1, options.maxAttempts ?? 3);
     this.baseDelayMs = options.baseDelayMs ?? 250;
     this.maxDelayMs = options.maxDelayMs ?? 4_000;
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.sleep = options.sleep ?? defaultSleep;
-    this.fetch = options.fetch ?? fetch;
+    // undici's own fetch with its Agent (the connect timeout): with Node's bundled fetch the connect timeout's error
+    // code was lost under jest, and the failure taken for a lost connection
+    this.fetch = options.fetch ?? (undiciFetch as unknown as typeof fetch);
     this.random = options.random ?? Math.random;
+    const connectTimeoutMs = Math.min(options.connectTimeoutMs ?? 5_000, Math.floor(this.timeoutMs / 2));
+    this.agent = options.fetch ? undefined : new Agent({ connect: { timeout: connectTimeoutMs } });
+  }
+
+  async close(): Promise<void> {
+    await this.agent?.close();
   }
 
   /** every attempt answering a retryable error just within its timeout, with the longest backoffs between them */
@@ -129,7 +171,10 @@ export class CloudApiProvider implements MessagingProvider {
         // retrying could send it twice, so it is reported (retryable: the caller may try later) but not retried here.
         if (!pe.retryable || mayHaveReachedProvider(pe) || attempt === this.maxAttempts) break;
         const delay = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** (attempt - 1));
-        await this.sleep(Math.round(delay * (0.5 + this.random() / 2)));
+        // the provider asked for more time than this call plans to wait (maxCallMs stays a bound): the caller tries later
+        const asked = retryAfterOf.get(pe) ?? 0;
+        if (asked > delay) break;
+        await this.sleep(Math.max(asked, Math.round(delay * (0.5 + this.random() / 2))));
       }
     }
     throw last!;
@@ -141,37 +186,86 @@ export class CloudApiProvider implements MessagingProvider {
       response = await this.fetch(url, {
         method: 'POST',
         headers: {
-          authorization: `Bearer ${this.options.accessToken}`,
+          authorization: `Bearer ${this.accessToken}`,
           'content-type': 'application/json',
           accept: 'application/json',
         },
         body,
+        // the Graph API does not redirect: following one would post the message (and the token) somewhere else
+        redirect: 'manual',
         signal: AbortSignal.timeout(this.timeoutMs),
-      });
+        ...(this.agent ? { dispatcher: this.agent } : {}),
+      } as RequestInit);
     } catch (err) {
-      const name = (err as Error)?.name;
-      if (name === 'TimeoutError' || name === 'AbortError') {
-        throw new ProviderError('timeout', `provider did not answer within ${this.timeoutMs} ms`, true);
-      }
+      if (isTimeout(err)) throw new ProviderError('timeout', `provider did not answer within ${this.timeoutMs} ms`, true);
       const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
       const reason = cause?.message ?? (err as Error)?.message ?? String(err);
       if (cause?.code && isNotConnected(cause.code)) throw new ProviderError('network_error', `provider unreachable: ${reason}`, true);
       // the request may have been written before the connection failed: the provider may have the message
       throw new ProviderError('connection_lost', `connection to the provider lost: ${reason}`, true);
     }
-    const text = await response.text().catch(() => '');
+    let text: string | null;
+    try {
+      text = await readCapped(response);
+    } catch (err) {
+      if (!response.ok) text = '';
+      // a 2xx whose body did not arrive: the provider accepted the message, its id is lost with the body
+      else if (isTimeout(err)) throw new ProviderError('timeout', `provider's answer did not arrive within ${this.timeoutMs} ms`, true, { httpStatus: response.status });
+      else throw new ProviderError('connection_lost', `connection to the provider lost while reading its answer: ${(err as Error)?.message ?? String(err)}`, true, { httpStatus: response.status });
+    }
     let parsed: unknown = null;
     try {
-      parsed = text === '' ? null : JSON.parse(text);
+      parsed = text === null || text === '' ? null : JSON.parse(text);
     } catch {
       parsed = null;
     }
-    if (!response.ok) throw providerErrorFrom(response.status, parsed);
+    if (!response.ok) {
+      const err = gatewayFailure(response.status, parsed) ?? providerErrorFrom(response.status, parsed);
+      const wait = retryAfterMs(response.headers.get('retry-after'));
+      if (wait === undefined) throw err;
+      const withWait = new ProviderError(err.code, `${err.message} (Retry-After: ${response.headers.get('retry-after')!.trim()})`, err.retryable, err.details);
+      retryAfterOf.set(withWait, wait);
+      throw withWait;
+    }
     const id = (parsed as { messages?: Array<{ id?: unknown }> } | null)?.messages?.[0]?.id;
     if (typeof id !== 'string' || id === '') {
       // The provider accepted (2xx) but we cannot tell the id: retrying could send twice, so do not.
-      throw new ProviderError('invalid_response', 'provider answered without a message id', false, { httpStatus: response.status });
+      const why = text === null ? `an answer over ${MAX_RESPONSE_BYTES} bytes` : 'an answer without a message id';
+      throw new ProviderError('invalid_response', `provider answered HTTP ${response.status} with ${why}`, false, { httpStatus: response.status });
     }
     return { providerMessageId: id };
+  }
+}
+
+/**
+ * A 502 or 504 without the provider's error body comes from a gateway in front of it that lost or timed out its
+ * upstream request, which may have reached the provider: not a definite failure, so it is not retried.
+ */
+function gatewayFailure(httpStatus: number, body: unknown): ProviderError | undefined {
+  if ((httpStatus !== 502 && httpStatus !== 504) || (body as ProviderErrorBody | null)?.error) return undefined;
+  return httpStatus === 504
+    ? new ProviderError('timeout', 'provider answered HTTP 504 (gateway timeout): it may have the message', true, { httpStatus })
+    : new ProviderError('connection_lost', 'provider answered HTTP 502 (bad gateway): it may have the message', true, { httpStatus });
+}
+
+/** The response body as text, or null (and the rest left unread) when it is over MAX_RESPONSE_BYTES. */
+async function readCapped(response: Response): Promise<string | null> {
+  if (Number(response.headers.get('content-length') ?? 0) > MAX_RESPONSE_BYTES) {
+    await response.body?.cancel().catch(() => undefined);
+    return null;
+  }
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return Buffer.concat(chunks).toString('utf8');
+    size += value.byteLength;
+    if (size > MAX_RESPONSE_BYTES) {
+      await reader.cancel().catch(() => undefined);
+      return null;
+    }
+    chunks.push(value);
   }
 }

@@ -150,10 +150,11 @@ export const BulkRecipientsDispatched = defineEvent('BulkRecipientsDispatched', 
 
 /**
  * Error codes of a failed recipient whose outcome is unknown: the provider may have the message (the dispatcher died
- * with the send at the provider, the call timed out, the connection was lost, it failed unexpectedly). Such a
+ * with the send at the provider, the call timed out, the connection was lost, it failed unexpectedly, the provider
+ * accepted it with an answer naming no message id: the port's mayHaveReachedProvider). Such a
  * recipient counts in its number's 24 h quota as sent (docs/bulk.md, "Crashes and leases").
  */
-export const OUTCOME_UNKNOWN_CODES = ['interrupted', 'timeout', 'connection_lost', 'internal_error'] as const;
+export const OUTCOME_UNKNOWN_CODES = ['interrupted', 'timeout', 'connection_lost', 'internal_error', 'invalid_response'] as const;
 const OUTCOME_UNKNOWN: ReadonlySet<string> = new Set(OUTCOME_UNKNOWN_CODES);
 
 /** Whether a rejected recipient's message may have been sent (its outcome is unknown). */

@@ -9,7 +9,7 @@
 // may have been accepted: no double sends); so are a 2xx whose body could not be read to its end (the provider accepted
 // the message) and a bare 502/504 from a gateway. Redirects are not followed; a response body is read up to MAX_RESPONSE_BYTES; a Retry-After longer
 // than the planned backoff ends the retries (the caller tries later).
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import {
   mayHaveReachedProvider,
   type MessagingProvider,
@@ -25,6 +25,19 @@ const NOT_CONNECTED: ReadonlySet<string> = new Set([
 ]);
 /** …or a TLS handshake that refused the provider's certificate (CERT_HAS_EXPIRED, DEPTH_ZERO_SELF_SIGNED_CERT, ...) */
 const isNotConnected = (code: string): boolean => NOT_CONNECTED.has(code) || code.includes('CERT');
+
+/** Marks an error of the connector: the connection (TCP, then TLS) was never made, so nothing was sent. */
+const NEVER_CONNECTED = Symbol('never connected');
+
+/** undici's connector, marking its failures (a TLS handshake the peer cuts is an ECONNRESET, like a lost request's). */
+function markingConnector(timeout: number): buildConnector.connector {
+  const connect = buildConnector({ timeout });
+  return (options, callback) =>
+    connect(options, (...args) => {
+      if (args[0]) callback(Object.assign(args[0], { [NEVER_CONNECTED]: true }), null);
+      else callback(null, args[1]);
+    });
+}
 
 /** The most of a response body that is read; the provider's answers are well under 10 KB. */
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
@@ -127,7 +140,7 @@ export class CloudApiProvider implements MessagingProvider {
     this.fetch = options.fetch ?? (undiciFetch as unknown as typeof fetch);
     this.random = options.random ?? Math.random;
     const connectTimeoutMs = Math.min(options.connectTimeoutMs ?? 5_000, Math.floor(this.timeoutMs / 2));
-    this.agent = options.fetch ? undefined : new Agent({ connect: { timeout: connectTimeoutMs } });
+    this.agent = options.fetch ? undefined : new Agent({ connect: markingConnector(connectTimeoutMs) });
   }
 
   async close(): Promise<void> {
@@ -198,9 +211,9 @@ export class CloudApiProvider implements MessagingProvider {
       } as RequestInit);
     } catch (err) {
       if (isTimeout(err)) throw new ProviderError('timeout', `provider did not answer within ${this.timeoutMs} ms`, true);
-      const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
+      const cause = (err as { cause?: { code?: string; message?: string; [NEVER_CONNECTED]?: true } })?.cause;
       const reason = cause?.message ?? (err as Error)?.message ?? String(err);
-      if (cause?.code && isNotConnected(cause.code)) throw new ProviderError('network_error', `provider unreachable: ${reason}`, true);
+      if (cause?.[NEVER_CONNECTED] || (cause?.code && isNotConnected(cause.code))) throw new ProviderError('network_error', `provider unreachable: ${reason}`, true);
       // the request may have been written before the connection failed: the provider may have the message
       throw new ProviderError('connection_lost', `connection to the provider lost: ${reason}`, true);
     }
@@ -242,10 +255,17 @@ export class CloudApiProvider implements MessagingProvider {
  * upstream request, which may have reached the provider: not a definite failure, so it is not retried.
  */
 function gatewayFailure(httpStatus: number, body: unknown): ProviderError | undefined {
-  if ((httpStatus !== 502 && httpStatus !== 504) || (body as ProviderErrorBody | null)?.error) return undefined;
+  if ((httpStatus !== 502 && httpStatus !== 504) || isGraphError(body)) return undefined;
   return httpStatus === 504
     ? new ProviderError('timeout', 'provider answered HTTP 504 (gateway timeout): it may have the message', true, { httpStatus })
     : new ProviderError('connection_lost', 'provider answered HTTP 502 (bad gateway): it may have the message', true, { httpStatus });
+}
+
+/** Whether a body is the Graph API's error: an `error` object with a numeric code (a gateway's `{"error": "..."}` is not). */
+function isGraphError(body: unknown): boolean {
+  const err = (body as { error?: unknown } | null)?.error as { code?: unknown } | undefined;
+  if (typeof err !== 'object' || err === null) return false;
+  return typeof err.code === 'number' || (typeof err.code === 'string' && /^\d+$/.test(err.code));
 }
 
 /** The response body as text, or null (and the rest left unread) when it is over MAX_RESPONSE_BYTES. */

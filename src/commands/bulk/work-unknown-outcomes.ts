@@ -13,7 +13,7 @@ export { OUTCOME_UNKNOWN_CODES };
 
 /**
  * The rows of `bulk_work.recipients` (alias `w`) whose outcome is unknown: the predicate of the partial index
- * `recipients_outcome_unknown` (migration 0016), written the same, so that the planner uses that index.
+ * `recipients_outcome_unknown` (migrations 0016 and 0017), written the same, so that the planner uses that index.
  */
 export const outcomeUnknownSql = (w: string): string =>
   `${w}.state = 'failed' AND ${w}.error_code IN (${OUTCOME_UNKNOWN_CODES.map((c) => `'${c}'`).join(', ')})`;

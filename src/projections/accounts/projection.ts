@@ -25,7 +25,7 @@ const SCHEMA = 'rm_accounts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
-  version: 3,
+  version: 4,
   schema: SCHEMA,
   handles: [
     'CompanyRegistered', 'CompanyProfileChanged',

@@ -9,7 +9,6 @@ import { onStopSignals, type StopSignal } from './stop-signals';
 /** How long the stop after a signal may take before the process exits anyway (its exit hook still stops Postgres). */
 export const INTERRUPT_STOP_MS = 10_000;
 
-
 /** The shell's status for a process ended by `signal`: 128 + its number (SIGHUP 129, SIGINT 130, SIGTERM 143). */
 export const signalExitCode = (signal: StopSignal): number => 128 + constants.signals[signal];
 

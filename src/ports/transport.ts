@@ -95,6 +95,12 @@ export interface RecordTransport {
 export const dlqTopic = (topic: string): string => `${topic}.dlq`;
 
 /** A dead letter's headers: the record's own, the reason, and where it was read (topic, and partition and offset if known). */
+/** Longest dead-letter reason kept (a reason may quote the record, which may be what is too large). */
+export const DLQ_REASON_MAX = 1_000;
+
+export const shortenReason = (reason: string): string =>
+  reason.length <= DLQ_REASON_MAX ? reason : `${reason.slice(0, DLQ_REASON_MAX)}… (${reason.length - DLQ_REASON_MAX} more characters)`;
+
 export function deadLetterHeaders(
   headers: Record<string, string>,
   reason: string,
@@ -102,7 +108,7 @@ export function deadLetterHeaders(
 ): Record<string, string> {
   return {
     ...headers,
-    'x-dlq-reason': reason,
+    'x-dlq-reason': shortenReason(reason),
     'x-original-topic': source.topic,
     ...(source.partition === undefined || source.partition === null ? {} : { 'x-original-partition': String(source.partition) }),
     ...(source.offset === undefined || source.offset === null ? {} : { 'x-original-offset': source.offset }),

@@ -50,8 +50,8 @@ const isPoison = (err: unknown): err is PoisonRecordError =>
 export const unknownOwnerReason = (update: { providerMessageId: string; status: string }, graceMs: number) =>
   `unknown provider message id ${update.providerMessageId} (status ${update.status}) after ${graceMs} ms`;
 
-/** Longest reason and key a dead letter without its value keeps. */
-const OMITTED_TEXT_MAX = 1_000;
+/** Longest key a dead letter without its value keeps (deadLetterHeaders shortens its reason). */
+const OMITTED_KEY_MAX = 1_000;
 
 /**
  * Publishes a parked record to `<topic>.dlq` as the transport's own dead-letter path does, then `onDeadLetter`. One
@@ -66,9 +66,9 @@ async function deadLetter(services: Services, options: ParkedStatusSweeperOption
     if (!(err instanceof RecordTooLargeError)) throw err;
     const omitted = { 'x-dlq-value-omitted': String(Buffer.byteLength(JSON.stringify(record.value ?? null))) };
     await services.transport.publish(dlqTopic(options.topic), [{
-      key: record.key === null ? null : record.key.slice(0, OMITTED_TEXT_MAX),
+      key: record.key === null ? null : record.key.slice(0, OMITTED_KEY_MAX),
       value: null,
-      headers: deadLetterHeaders(omitted, reason.slice(0, OMITTED_TEXT_MAX), source),
+      headers: deadLetterHeaders(omitted, reason, source),
     }]);
   }
   try {

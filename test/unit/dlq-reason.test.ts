@@ -1,4 +1,4 @@
-import { DLQ_REASON_MAX, shortenReason } from '../../src/adapters/kafka/kafka-records';
+import { DLQ_REASON_MAX, shortenReason } from '../../src/ports/transport';
 
 // A dead letter's reason may quote the record (`unknown record kind "<500 KB>"`): the DLQ header, the log line and
 // onDeadLetter get it cut to DLQ_REASON_MAX characters, saying how much was cut.

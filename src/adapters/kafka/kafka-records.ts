@@ -26,9 +26,3 @@ export function rawRecord(topic: string, partition: number, message: KafkaMessag
     headers: headersToStrings(message.headers),
   };
 }
-
-/** Longest dead-letter reason kept, in the DLQ headers, the log and onDeadLetter (a reason may quote the record). */
-export const DLQ_REASON_MAX = 1_000;
-
-export const shortenReason = (reason: string): string =>
-  reason.length <= DLQ_REASON_MAX ? reason : `${reason.slice(0, DLQ_REASON_MAX)}… (${reason.length - DLQ_REASON_MAX} more characters)`;

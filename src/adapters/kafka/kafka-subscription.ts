@@ -31,10 +31,11 @@ import {
   PoisonRecordError,
   type IncomingRecord,
   type RecordHandler,
+  shortenReason,
   type SubscribeOptions,
   type Subscription,
 } from '../../ports/transport';
-import { rawRecord, shortenReason } from './kafka-records';
+import { rawRecord } from './kafka-records';
 import type { TransportLogger } from './transport-options';
 
 /** What a subscription needs of its transport: KafkaTransport.deadLetter (resolves once acknowledged). */

@@ -32,7 +32,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../../ports/transport';
-import { encodeValue, headersToStrings, shortenReason } from './kafka-records';
+import { encodeValue, headersToStrings } from './kafka-records';
 import { KafkaSubscription } from './kafka-subscription';
 import { SupervisedSubscription } from './supervised-subscription';
 import { installRequestQueueIdleFix, PATCHED_KAFKAJS_VERSION } from './request-queue-idle-fix';
@@ -96,7 +96,6 @@ export function estimateMessageBytes(m: Message): number {
 
 /** Longest record key a dead letter without its value keeps. */
 const DLQ_KEY_MAX = 1_024;
-
 
 const TOO_LARGE_TYPES = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
 
@@ -441,14 +440,14 @@ export class KafkaTransport implements RecordTransport {
 
   /**
    * @internal used by subscriptions to dead-letter a record (resolves once acknowledged). The reason is shortened
-   * to DLQ_REASON_MAX characters (kafka-records.ts; it may quote the record). A dead letter the transport or the broker refuses as too
+   * to DLQ_REASON_MAX characters by deadLetterHeaders (it may quote the record). A dead letter the transport or the broker refuses as too
    * large (a record near the broker's limit, which a request of this transport cannot carry) is written without the
    * value, its size in `x-dlq-value-omitted` (the record stays at its original coordinates until retention): a
    * poison record must never stall its partition.
    */
   async deadLetter(message: KafkaMessage, source: { topic: string; partition: number }, reason: string): Promise<void> {
     const coordinates = { topic: source.topic, partition: source.partition, offset: message.offset };
-    const headers = deadLetterHeaders(headersToStrings(message.headers), shortenReason(reason), coordinates);
+    const headers = deadLetterHeaders(headersToStrings(message.headers), reason, coordinates);
     try {
       await this.send(dlqTopic(source.topic), [{ key: message.key, value: message.value, headers }]);
     } catch (err) {
@@ -456,7 +455,7 @@ export class KafkaTransport implements RecordTransport {
       const key = message.key && message.key.length <= DLQ_KEY_MAX ? message.key : null;
       const omitted = { 'x-dlq-value-omitted': String(message.value?.length ?? 0) };
       this.logger?.warn({ ...coordinates, bytes: message.value?.length ?? 0 }, 'dead letter too large for Kafka: written without the value');
-      await this.send(dlqTopic(source.topic), [{ key, value: null, headers: deadLetterHeaders(omitted, shortenReason(reason), coordinates) }]);
+      await this.send(dlqTopic(source.topic), [{ key, value: null, headers: deadLetterHeaders(omitted, reason, coordinates) }]);
     }
   }
 

@@ -1,4 +1,6 @@
 // The retry schedule of a webhook delivery (docs/webhooks.md): the wait after each failed attempt, ~3 days in all.
+import { retryAfterMs } from '../shared/retry-after';
+
 const S = 1000;
 const M = 60 * S;
 const H = 60 * M;
@@ -13,14 +15,10 @@ export function nextRetryDelay(schedule: readonly number[], failedAttempts: numb
 /** The longest wait a failed answer's `Retry-After` may ask for: beyond it the schedule's own wait applies. */
 export const MAX_RETRY_AFTER_MS = 1 * H;
 
-/**
- * The wait a `Retry-After` header asks for (RFC 9110: delay-seconds or an HTTP-date), at most MAX_RETRY_AFTER_MS;
- * undefined when it is not one of those.
- */
+/** The wait a `Retry-After` header asks for (src/shared/retry-after.ts), at most MAX_RETRY_AFTER_MS. */
 export function retryAfterDelay(value: string, now: Date): number | undefined {
-  const v = value.trim();
-  const ms = /^[0-9]+$/.test(v) ? Number(v) * S : /[a-z]/i.test(v) ? Date.parse(v) - now.getTime() : NaN;
-  return Number.isNaN(ms) ? undefined : Math.min(MAX_RETRY_AFTER_MS, Math.max(0, ms));
+  const ms = retryAfterMs(value, now);
+  return ms === undefined ? undefined : Math.min(MAX_RETRY_AFTER_MS, ms);
 }
 
 /**

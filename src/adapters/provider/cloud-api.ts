@@ -18,6 +18,7 @@ import {
   type SendTemplateRequest,
   type SendTemplateResult,
 } from '../../ports/provider';
+import { retryAfterMs } from '../../shared/retry-after';
 
 /** Errors of a connection that was never made (nothing was sent): the request may be tried again at once. */
 const NOT_CONNECTED: ReadonlySet<string> = new Set([
@@ -47,14 +48,6 @@ const HEADER_SAFE_TOKEN = /^[\x21-\x7e]+$/;
 
 const isTimeout = (err: unknown): boolean => ['TimeoutError', 'AbortError'].includes((err as Error)?.name);
 
-/** The provider's Retry-After (seconds or an HTTP date) in ms, when it gave a usable one. */
-function retryAfterMs(header: string | null): number | undefined {
-  if (header === null || header.trim() === '') return undefined;
-  const value = header.trim();
-  if (/^\d+$/.test(value)) return Number(value) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
-}
 /** the Retry-After of the answers that gave one (ProviderError's details have no field for it) */
 const retryAfterOf = new WeakMap<ProviderError, number>();
 
@@ -234,9 +227,10 @@ export class CloudApiProvider implements MessagingProvider {
     }
     if (!response.ok) {
       const err = gatewayFailure(response.status, parsed) ?? providerErrorFrom(response.status, parsed);
-      const wait = retryAfterMs(response.headers.get('retry-after'));
+      const header = response.headers.get('retry-after');
+      const wait = header === null ? undefined : retryAfterMs(header, new Date());
       if (wait === undefined) throw err;
-      const withWait = new ProviderError(err.code, `${err.message} (Retry-After: ${response.headers.get('retry-after')!.trim()})`, err.retryable, err.details);
+      const withWait = new ProviderError(err.code, `${err.message} (Retry-After: ${header!.trim()})`, err.retryable, err.details);
       retryAfterOf.set(withWait, wait);
       throw withWait;
     }

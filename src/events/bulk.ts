@@ -1,3 +1,4 @@
+import { MAY_HAVE_REACHED_CODES } from '../ports/provider';
 import { defineEvent, type EventOf, isoDateTime, nullableString, positiveInt } from './define';
 
 // Bulk template sends (docs/bulk.md). Two kinds of streams keep every append and every read small, also for
@@ -154,11 +155,14 @@ export const BulkRecipientsDispatched = defineEvent('BulkRecipientsDispatched', 
  * accepted it with an answer naming no message id: the port's mayHaveReachedProvider). Such a
  * recipient counts in its number's 24 h quota as sent (docs/bulk.md, "Crashes and leases").
  */
-export const OUTCOME_UNKNOWN_CODES = ['interrupted', 'timeout', 'connection_lost', 'internal_error', 'invalid_response'] as const;
+export const OUTCOME_UNKNOWN_CODES = ['interrupted', 'internal_error', ...MAY_HAVE_REACHED_CODES] as const;
 const OUTCOME_UNKNOWN: ReadonlySet<string> = new Set(OUTCOME_UNKNOWN_CODES);
 
+/** Whether a failed recipient's error code says the provider may have its message. */
+export const isOutcomeUnknownCode = (code: string): boolean => OUTCOME_UNKNOWN.has(code);
+
 /** Whether a rejected recipient's message may have been sent (its outcome is unknown). */
-export const outcomeUnknown = (r: { code: string; interrupted: boolean }): boolean => r.interrupted || OUTCOME_UNKNOWN.has(r.code);
+export const outcomeUnknown = (r: { code: string; interrupted: boolean }): boolean => r.interrupted || isOutcomeUnknownCode(r.code);
 
 export const BulkRecipientsRejected = defineEvent('BulkRecipientsRejected', {
   type: 'object', additionalProperties: false,

@@ -67,8 +67,12 @@ export class ProviderError extends Error {
  * classify. Trying again could then message the customer twice.
  */
 export function mayHaveReachedProvider(err: unknown): boolean {
-  return !isProviderError(err) || err.code === 'timeout' || err.code === 'connection_lost' || err.code === 'invalid_response';
+  return !isProviderError(err) || MAY_HAVE_REACHED.has(err.code);
 }
+
+/** The codes of a ProviderError that may have reached the provider (mayHaveReachedProvider). */
+export const MAY_HAVE_REACHED_CODES = ['timeout', 'connection_lost', 'invalid_response'] as const;
+const MAY_HAVE_REACHED: ReadonlySet<string> = new Set(MAY_HAVE_REACHED_CODES);
 
 export interface MessagingProvider {
   readonly kind: 'sandbox' | 'cloud-api' | 'test';

@@ -2,7 +2,7 @@
 // batches appended as one event each and deleted (or flushed later), and the lease sweep's interrupted outcomes.
 import type { Pool } from 'pg';
 import type { EventToAppend } from '../../ports/event-store';
-import type { BulkEventData } from '../../events/bulk';
+import { type BulkEventData, isOutcomeUnknownCode } from '../../events/bulk';
 import type { Services } from '../../services';
 import { deterministicUuid } from '../send/ids';
 import { chunkStreamId } from './decider';
@@ -62,14 +62,8 @@ const toOutcomeRow = (r: any): OutcomeRow => ({
 /** The event id of an outcome batch: a re-append of the same batch is recognised by the event store. */
 export const batchEventId = (bulkId: string, batchId: string): string => deterministicUuid('bulk-outcome-batch', `${bulkId}:${batchId}`);
 
-/**
- * failures where the provider may have the message (or the failure is unexpected): their quota reservation is kept,
- * and the row counts in the quota window as sent
- */
-const MAY_HAVE_BEEN_SENT: ReadonlySet<string> = new Set(OUTCOME_UNKNOWN_CODES);
-
 /** Outcomes whose recipient was surely not sent: its quota reservation, if the claim made one, is given back. */
-const givesRoomBack = (o: Outcome): boolean => o.kind === 'retry' || o.kind === 'unsent' || (o.kind === 'failed' && !MAY_HAVE_BEEN_SENT.has(o.code));
+const givesRoomBack = (o: Outcome): boolean => o.kind === 'retry' || o.kind === 'unsent' || (o.kind === 'failed' && !isOutcomeUnknownCode(o.code));
 
 function groupBatches(rows: any[], job: { bulkId: string; companyId: number; numberId: number }): OutcomeBatch[] {
   const batches = new Map<string, OutcomeBatch>();

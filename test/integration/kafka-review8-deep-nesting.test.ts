@@ -3,13 +3,13 @@
 // transient failure and the record was retried for ever, stopping its partition. Now a record nesting deeper than
 // MAX_JSON_DEPTH (as an HTTP body) is a poison record: dead-lettered with the reason, and the partition goes on.
 // Skipped, with the reason, when no broker could be had (test/support/kafka.mjs).
-import { Kafka, logLevel, type KafkaMessage } from 'kafkajs';
+import { Kafka, logLevel } from 'kafkajs';
 import { KafkaTransport } from '../../src/adapters/kafka/transport';
 import { startConversationConsumer } from '../../src/workers/conversation-consumer';
 import { startDeliveryConsumer } from '../../src/workers/delivery-consumer';
 import { createTestContext, type TestContext } from '../support/services';
 import { messageRecord, provisionCompany, settle } from '../support/conversation-fixtures';
-import { uniqueTopicAndGroup } from '../support/kafka-names';
+import { readTopic, uniqueTopicAndGroup } from '../support/kafka-names';
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS;
 const d = BROKERS ? describe : describe.skip;
@@ -38,30 +38,6 @@ d('a record nesting its JSON deeper than the stack (real broker)', () => {
     await ctx?.close();
   }, 60_000);
 
-  async function readDeadLetters(topic: string, count: number): Promise<KafkaMessage[]> {
-    const reader = kafka.consumer({ groupId: `${topic}-reader` });
-    await reader.connect();
-    await reader.subscribe({ topic, fromBeginning: true });
-    const got: KafkaMessage[] = [];
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${got.length} of ${count} records on ${topic} within 60 s`)), 60_000);
-        void reader.run({
-          eachMessage: async ({ message }) => {
-            got.push(message);
-            if (got.length >= count) {
-              clearTimeout(timer);
-              resolve();
-            }
-          },
-        });
-      });
-    } finally {
-      await reader.disconnect();
-    }
-    return got;
-  }
-
   async function createTopics(topic: string) {
     const admin = kafka.admin();
     await admin.connect();
@@ -86,7 +62,7 @@ d('a record nesting its JSON deeper than the stack (real broker)', () => {
     });
     const consumer = await startConversationConsumer(ctx.services, { topic, groupId });
     try {
-      const [dead] = await readDeadLetters(`${topic}.dlq`, 1);
+      const [dead] = await readTopic(kafka, `${topic}.dlq`, 1);
       expect(dead.headers?.['x-dlq-reason']?.toString()).toBe('invalid record: record: nests objects and arrays deeper than 64 levels');
       const deadline = Date.now() + 60_000;
       for (;;) {
@@ -117,7 +93,7 @@ d('a record nesting its JSON deeper than the stack (real broker)', () => {
     });
     const consumer = await startDeliveryConsumer(ctx.services, { topic, groupId, ownerWaitMs: 10, ownerGraceMs: 600_000, parkUnknownOwners: true });
     try {
-      const [dead] = await readDeadLetters(`${topic}.dlq`, 1);
+      const [dead] = await readTopic(kafka, `${topic}.dlq`, 1);
       expect(dead.headers?.['x-dlq-reason']?.toString()).toBe('record value nests objects and arrays deeper than 64 levels');
       const deadline = Date.now() + 60_000;
       for (;;) {

@@ -14,7 +14,7 @@ import type { IncomingRecord } from '../../src/ports/transport';
 import type { ProviderStatusUpdate } from '../../src/commands/delivery-status';
 import { createTestContext, type TestContext } from '../support/services';
 import { messageRecord, provisionCompany, settle } from '../support/conversation-fixtures';
-import { uniqueTopicAndGroup } from '../support/kafka-names';
+import { readTopic, uniqueTopicAndGroup } from '../support/kafka-names';
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS;
 const d = BROKERS ? describe : describe.skip;
@@ -39,31 +39,6 @@ d('a poison record too large to dead-letter as it is (real broker)', () => {
     await ctx?.close();
   }, 60_000);
 
-  /** Reads `count` records of `topic` from the beginning (throws after 60 s). */
-  async function readAll(topic: string, count: number): Promise<KafkaMessage[]> {
-    const reader = kafka.consumer({ groupId: `${topic}-reader`, maxBytesPerPartition: 2 * 1024 * 1024 });
-    await reader.connect();
-    await reader.subscribe({ topic, fromBeginning: true });
-    const got: KafkaMessage[] = [];
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${got.length} of ${count} records on ${topic} within 60 s`)), 60_000);
-        void reader.run({
-          eachMessage: async ({ message }) => {
-            got.push(message);
-            if (got.length >= count) {
-              clearTimeout(timer);
-              resolve();
-            }
-          },
-        });
-      });
-    } finally {
-      await reader.disconnect();
-    }
-    return got;
-  }
-
   const header = (m: KafkaMessage, name: string) => m.headers?.[name]?.toString();
 
   it('conversation consumer: a 950 KB value that is not JSON is dead-lettered and the record behind it is recorded', async () => {
@@ -81,7 +56,7 @@ d('a poison record too large to dead-letter as it is (real broker)', () => {
     });
     const consumer = await startConversationConsumer(ctx.services, { topic, groupId });
     try {
-      const [dead] = await readAll(`${topic}.dlq`, 1);
+      const [dead] = await readTopic(kafka, `${topic}.dlq`, 1, { maxBytesPerPartition: 2 * 1024 * 1024 });
       expect(header(dead, 'x-dlq-reason')).toMatch(/^value is not JSON: /);
       expect(header(dead, 'x-original-topic')).toBe(topic);
       expect(header(dead, 'x-original-offset')).toBe('0');
@@ -115,7 +90,7 @@ d('a poison record too large to dead-letter as it is (real broker)', () => {
     });
     const consumer = await startDeliveryConsumer(ctx.services, { topic, groupId, parkUnknownOwners: false });
     try {
-      const dead = await readAll(`${topic}.dlq`, 2);
+      const dead = await readTopic(kafka, `${topic}.dlq`, 2, { maxBytesPerPartition: 2 * 1024 * 1024 });
       expect(dead.map((m) => header(m, 'x-original-offset'))).toEqual(['0', '1']);
       const reason = header(dead[0], 'x-dlq-reason')!;
       expect(reason.startsWith(`unknown record kind "${'k'.repeat(100)}`)).toBe(true);
@@ -141,7 +116,7 @@ d('a poison record too large to dead-letter as it is (real broker)', () => {
     expect(reasons).toEqual([`unknown provider message id ${id} (status failed) after 0 ms`]);
     const left = await ctx.services.pool.query('SELECT 1 FROM public.parked_provider_statuses WHERE provider_message_id = $1', [id]);
     expect(left.rowCount).toBe(0);
-    const [dead] = await readAll(`${topic}.dlq`, 1);
+    const [dead] = await readTopic(kafka, `${topic}.dlq`, 1, { maxBytesPerPartition: 2 * 1024 * 1024 });
     expect(dead.key?.toString()).toBe(id);
     expect(header(dead, 'x-dlq-reason')).toBe(reasons[0]);
     expect(header(dead, 'x-original-offset')).toBe('7');

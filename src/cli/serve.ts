@@ -32,7 +32,8 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   const stop = listenForStopSignals(log, config.http.shutdownDelayMs);
   const runtime = await start(config, role, log);
   const signalledDuringStart = stop.requested();
-  if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
+  if (signalledDuringStart) log.info('start-up done after a stop signal: not announcing it, stopping');
+  else if (runtime.url) process.stdout.write(`switchboard listening on ${runtime.url} (ready in ${Date.now() - started} ms)\n`);
   else if (runtime.opsUrl) process.stdout.write(`switchboard worker started; /healthz, /readyz and /metrics on ${runtime.opsUrl} (ready in ${Date.now() - started} ms)\n`);
   else log.info({ ms: Date.now() - started }, 'worker started');
   const hooksDone = runStartedHooks(runtime, stop.requested);

@@ -15,7 +15,7 @@
 //   {kind: "message", phoneNumberId, displayPhoneNumber, contact: <matching contacts[] item or null>,
 //     message: <the provider's message object>, receivedAt}
 //     key = the sender (message.from)
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { OutgoingRecord } from '../ports/transport';
 
 export const PROVIDER_WEBHOOK_TOPIC = 'provider.webhooks';
@@ -132,4 +132,13 @@ export function verifyWebhookSignature(appSecret: string, rawBody: Buffer, heade
   if (!hex) return false;
   const expected = createHmac('sha256', appSecret).update(rawBody).digest();
   return timingSafeEqual(Buffer.from(hex, 'hex'), expected);
+}
+
+/**
+ * Constant-time check of the verification handshake's `hub.verify_token`: both sides are hashed first, so neither
+ * the content nor the length of the configured token shows in the time taken.
+ */
+export function verifyTokenMatches(expected: string, given: string): boolean {
+  const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
+  return timingSafeEqual(digest(expected), digest(given)) && expected === given;
 }

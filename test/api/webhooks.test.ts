@@ -57,6 +57,9 @@ describe('provider webhooks (in-process transport)', () => {
     });
     it.each([
       ['a wrong token', `hub.mode=subscribe&hub.verify_token=nope&hub.challenge=1`],
+      ['a prefix of the token', `hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN.slice(0, -1)}&hub.challenge=1`],
+      ['the token and more', `hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN}x&hub.challenge=1`],
+      ['an empty token', `hub.mode=subscribe&hub.verify_token=&hub.challenge=1`],
       ['a wrong mode', `hub.mode=unsubscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=1`],
       ['no parameters', ''],
     ])('403 for %s', async (_what, qs) => {

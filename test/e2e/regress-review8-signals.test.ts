@@ -114,6 +114,8 @@ d('review 8: stop signals', () => {
       expect(exit).toEqual({ code: 0, signal: null });
       // never ready, nothing to drain from a load balancer: no delay
       expect(r.out()).not.toContain('not ready: serving on until the shutdown delay ends');
+      // nor announced as listening: a supervisor reading the line would take it for a started service
+      expect(r.out()).not.toContain('switchboard listening on');
     }, TIMEOUT);
   });
 });

@@ -1,6 +1,6 @@
 // Webhook ingress of the messaging provider (ARCHITECTURE section 7), in the provider's format.
 //   GET  /webhooks/provider  verification handshake: hub.mode=subscribe and hub.verify_token equal to
-//                            PROVIDER_VERIFY_TOKEN → 200 with hub.challenge as text; anything else 403.
+//                            PROVIDER_VERIFY_TOKEN (constant-time compare) → 200 with hub.challenge as text; anything else 403.
 //   POST /webhooks/provider  X-Hub-Signature-256 must be `sha256=` + HMAC-SHA256(raw body, PROVIDER_APP_SECRET)
 //                            (constant-time compare), else 401 and nothing is published. The body's
 //                            statuses[] and messages[] become records on `provider.webhooks` (key: provider
@@ -16,7 +16,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { deadLetterHeaders, dlqTopic, type OutgoingRecord, RecordTooLargeError } from '../../ports/transport';
 import type { Services } from '../../services';
-import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, verifyWebhookSignature } from '../../shared/provider-webhook';
+import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, verifyTokenMatches, verifyWebhookSignature } from '../../shared/provider-webhook';
 import { ApiError, badRequest, forbidden, unauthorized } from '../errors';
 
 export const WEBHOOK_BODY_LIMIT = 4 * 1024 * 1024;
@@ -31,7 +31,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       const expected = services.config.provider.verifyToken;
       const token = q['hub.verify_token'];
       const challenge = q['hub.challenge'];
-      if (!expected || q['hub.mode'] !== 'subscribe' || typeof token !== 'string' || token !== expected) {
+      if (!expected || q['hub.mode'] !== 'subscribe' || typeof token !== 'string' || !verifyTokenMatches(expected, token)) {
         throw forbidden('webhook verification failed');
       }
       return reply.type('text/plain; charset=utf-8').send(typeof challenge === 'string' ? challenge : '');

@@ -83,6 +83,7 @@ const configSchema = z
     PROVIDER_API_VERSION: z.string().default('v21.0'),
     PROVIDER_ACCESS_TOKEN: optional,
     PROVIDER_APP_SECRET: optional,
+    PROVIDER_APP_SECRET_PREVIOUS: optional,
     PROVIDER_VERIFY_TOKEN: optional,
     SANDBOX_DELIVERY: z.enum(['auto', 'off']).default('auto'),
     SEND_OUTCOME_UNKNOWN_AFTER_S: wholeNumber(1, 86_400).default(600),
@@ -141,6 +142,8 @@ export interface Config {
     apiVersion: string;
     accessToken: string | undefined;
     appSecret: string | undefined;
+    /** the secret before a reset, accepted beside `appSecret` while the provider's deliveries switch over */
+    appSecretPrevious?: string;
     verifyToken: string | undefined;
     sandboxDelivery: 'auto' | 'off';
   };
@@ -206,6 +209,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       apiVersion: c.PROVIDER_API_VERSION,
       accessToken: c.PROVIDER_ACCESS_TOKEN,
       appSecret: c.PROVIDER_APP_SECRET,
+      appSecretPrevious: c.PROVIDER_APP_SECRET_PREVIOUS,
       verifyToken: c.PROVIDER_VERIFY_TOKEN,
       sandboxDelivery: c.SANDBOX_DELIVERY,
     },

@@ -2,7 +2,7 @@
 //   GET  /webhooks/provider  verification handshake: hub.mode=subscribe and hub.verify_token equal to
 //                            PROVIDER_VERIFY_TOKEN (constant-time compare) → 200 with hub.challenge as text; anything else 403.
 //   POST /webhooks/provider  X-Hub-Signature-256 must be `sha256=` + HMAC-SHA256(raw body, PROVIDER_APP_SECRET)
-//                            (constant-time compare), else 401 and nothing is published. The body's
+//                            (constant-time compare; or with PROVIDER_APP_SECRET_PREVIOUS during a reset), else 401 and nothing is published. The body's
 //                            statuses[] and messages[] become records on `provider.webhooks` (key: provider
 //                            message id / sender); the 200 is sent only once the publish is acknowledged
 //                            (Kafka acks=-1; in-process: handlers done), so nothing is lost after a 200.
@@ -45,7 +45,9 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         throw unauthorized('webhook signature cannot be verified');
       }
       const header = request.headers['x-hub-signature-256'];
-      if (!verifyWebhookSignature(secret, raw, Array.isArray(header) ? header[0] : header)) {
+      const signature = Array.isArray(header) ? header[0] : header;
+      const previous = services.config.provider.appSecretPrevious;
+      if (!verifyWebhookSignature(secret, raw, signature) && !(previous && verifyWebhookSignature(previous, raw, signature))) {
         throw unauthorized('invalid or missing X-Hub-Signature-256');
       }
       let payload: unknown;

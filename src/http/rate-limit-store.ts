@@ -1,4 +1,4 @@
-import type { Pool } from 'pg';
+import type { Pool, QueryConfig, QueryResultRow } from 'pg';
 import { listCompanyRateLimits } from '../projections/ratelimits/queries';
 
 // Request counts per API key in fixed windows aligned to the epoch (so every process agrees where a window
@@ -20,7 +20,17 @@ export interface RateLimitCounterOptions {
   limitsRefreshMs: number;
   now: () => number;
   onError: (err: unknown, what: string) => void;
+  /** how long one of the counter's statements may go unanswered before it counts as failed (default 10 s) */
+  queryTimeoutMs?: number;
 }
+
+/**
+ * A statement of the counter unanswered this long has failed (its increments stay pending). Without it a sync whose
+ * connection went silent (a half-open TCP connection: failover, a dropped NAT entry) waited for the kernel to give up
+ * on it, about 15 minutes, and every sync after it waited behind it: no process saw another's requests, and the
+ * app's close (which flushes the last counts) hung (found in review; test/integration/review-ratelimit-store.test.ts).
+ */
+export const RATE_LIMIT_QUERY_TIMEOUT_MS = 10_000;
 
 interface Entry {
   windowStart: number;
@@ -38,11 +48,14 @@ const CLEANUP_EVERY_MS = 60_000;
 const countOf = (entry: Entry): number => entry.synced + entry.inFlight + entry.pending;
 
 // Adds the keys' increments and returns their global counts; keys without increments are only read back.
+// The rows are written in (key, window) order, so every process locks them in the same order: in each process's
+// own order (the order its map met the keys) two processes syncing the same keys at once deadlocked, and one of
+// them lost that sync (found in review; test/integration/review-ratelimit-store.test.ts).
 const SYNC = `
   WITH input AS (SELECT k, s, c FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(k, s, c)),
   added AS (
     INSERT INTO public.rate_limit_windows AS w (key, window_start, expires_at, count)
-    SELECT k, s, s + $4::bigint, c FROM input WHERE c > 0
+    SELECT k, s, s + $4::bigint, c FROM input WHERE c > 0 ORDER BY k, s
     ON CONFLICT (key, window_start) DO UPDATE SET count = w.count + EXCLUDED.count
     RETURNING key, window_start, count)
   SELECT key, window_start, count FROM added
@@ -56,6 +69,8 @@ export class RateLimitCounter {
   private timers: NodeJS.Timeout[] = [];
   private syncing: Promise<void> | undefined;
   private nextSync: Promise<void> | undefined;
+  private refreshing: Promise<void> | undefined;
+  private nextRefresh: Promise<void> | undefined;
   private lastCleanup = 0;
 
   constructor(private readonly pool: Pool, readonly options: RateLimitCounterOptions) {}
@@ -109,12 +124,41 @@ export class RateLimitCounter {
     return this.limits.get(companyId);
   }
 
-  async refreshLimits(): Promise<void> {
+  /**
+   * Re-reads the per-company limits; one read at a time. A call during a read in flight gets the next one (shared by
+   * every such call), so the limits kept are never older than the call: two reads at once (the periodic one and the
+   * one after this process's projection runner applied a new limit) could finish in either order, and the older
+   * answer, kept last, undid the new limit until the next periodic read (found in review).
+   */
+  refreshLimits(): Promise<void> {
+    if (this.refreshing) {
+      this.nextRefresh ??= this.refreshing.then(() => {
+        this.nextRefresh = undefined;
+        return this.refreshLimits();
+      });
+      return this.nextRefresh;
+    }
+    this.refreshing = this.refreshOnce().finally(() => (this.refreshing = undefined));
+    return this.refreshing;
+  }
+
+  private async refreshOnce(): Promise<void> {
     try {
-      this.limits = new Map((await listCompanyRateLimits(this.pool)).map((l) => [l.companyId, l.perMinute]));
+      const limits = await listCompanyRateLimits(this.pool, { queryTimeoutMs: this.queryTimeoutMs });
+      this.limits = new Map(limits.map((l) => [l.companyId, l.perMinute]));
     } catch (err) {
       this.options.onError(err, 'reading the per-company rate limits');
     }
+  }
+
+  /** One statement, failed when unanswered for the query timeout (the connection is then dropped by the pool). */
+  private query<R extends QueryResultRow>(text: string, values: unknown[]) {
+    // pg reads `query_timeout` from a query's config too; its types list it only for the client's
+    return this.pool.query<R>({ text, values, query_timeout: this.queryTimeoutMs } as QueryConfig);
+  }
+
+  private get queryTimeoutMs(): number {
+    return this.options.queryTimeoutMs ?? RATE_LIMIT_QUERY_TIMEOUT_MS;
   }
 
   /**
@@ -147,7 +191,7 @@ export class RateLimitCounter {
     }
     if (batch.length > 0) {
       try {
-        const { rows } = await this.pool.query<{ key: string; window_start: string; count: string }>(SYNC, [
+        const { rows } = await this.query<{ key: string; window_start: string; count: string }>(SYNC, [
           batch.map(([k]) => k), batch.map(([, e]) => e.windowStart), batch.map(([, e]) => e.inFlight), this.options.windowMs,
         ]);
         for (const row of rows) {
@@ -165,7 +209,7 @@ export class RateLimitCounter {
     }
     if (now - this.lastCleanup >= CLEANUP_EVERY_MS) {
       this.lastCleanup = now;
-      await this.pool
+      await this
         .query('DELETE FROM public.rate_limit_windows WHERE expires_at < $1', [now - this.options.windowMs])
         .catch((err) => this.options.onError(err, 'deleting old rate-limit windows'));
     }

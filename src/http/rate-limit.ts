@@ -19,6 +19,8 @@ export const RATE_LIMIT_WINDOW_MS = 60_000;
 const RATE_LIMIT_HEADERS_FROM_USED = 0.5;
 const LIMITS_REFRESH_MS = 5_000;
 const NOT_COUNTED: Promise<void> = Promise.resolve();
+/** The API's routes, which all authenticate first (src/http/auth.ts); the others have no key to count. */
+const API_PATHS = '/api/';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -61,9 +63,7 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
       ),
   });
 
-  // The key is known once authentication ran: routes authenticate on onRequest (then the limit is checked before
-  // validation, so a limited client's invalid requests count and are refused too) or on preHandler (checked after
-  // theirs). A route with neither hook has no authenticated key to count (health, metrics, docs, webhooks).
+  // The key is known once authentication's `identify` ran (below: where the limit is checked).
   // Handlers per limit, each with its limit as a number (a `max` function would be awaited on every request): one
   // that adds the RateLimit-* headers to answers under the limit, one that adds them to 429s only (the plugin's
   // `addHeadersOnExceeding`), for keys far from their limit. Writing the three headers was about half of the
@@ -92,10 +92,16 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
     const headers = counter.used(key.keyId) + 1 >= max * RATE_LIMIT_HEADERS_FROM_USED;
     return handlerOf(max, headers).call(app, request as never, reply as never) as Promise<void>;
   };
+  // On every API route the limit is checked on onRequest, right after authentication's `identify` (which registerAuth
+  // puts first on every /api/ route, and registers its onRoute hook before this one): before the route's own key
+  // policy (a global key's 403 on a company route counts), before the body is read and parsed (a limited key's
+  // malformed JSON is 429, not 400, and a limited key's large bulk body is not parsed to be refused), and before every
+  // preValidation check. Until 2026-11-27 it ran on preValidation: none of those requests counted and a limited key's
+  // got their 400 or 403 (found in review; test/api/review-ratelimit-http.test.ts). Other routes have no API key.
   app.addHook('onRoute', (route: RouteOptions) => {
-    if (route.onRequest !== undefined) route.preValidation = [...asList(route.preValidation), limitAuthenticated];
-    else if (route.preHandler !== undefined) route.preHandler = [...asList(route.preHandler), limitAuthenticated];
-    else return;
+    if (!route.url.startsWith(API_PATHS)) return;
+    const [identify, ...own] = asList(route.onRequest);
+    route.onRequest = [...(identify === undefined ? [] : [identify]), limitAuthenticated, ...own] as typeof route.onRequest;
     documentLimited(route);
   });
 }

@@ -132,7 +132,12 @@ export interface AssembleInput {
 export function assembleServices(input: AssembleInput): Services {
   const registry = createEventRegistry();
   const store = new ValidatingEventStore(input.store, registry);
-  const runner = new ProjectionRunner(input.pool, store, allProjections, { logger: input.logger });
+  // the runner reads the adapter and upcasts each event on its own: an event its schema refuses stalls only the
+  // projections that handle its type (docs/core.md, "Projections"), not every projection's reads
+  const runner = new ProjectionRunner(input.pool, input.store, allProjections, {
+    logger: input.logger,
+    upcast: (e) => (registry.has(e.type) ? registry.upcast(e) : e),
+  });
   const metrics = createMetrics();
   if (input.store instanceof PostgresEventStore) exposeCreationGroupCommit(metrics, input.store.creations.stats);
   const now = input.now ?? (() => new Date());

@@ -62,7 +62,8 @@ export function registerProjectionCommands(program: Command): void {
       if (!p) throw new CliUsageError(`unknown projection ${name}; known: ${allProjections.map((x) => x.name).join(', ')}`);
       return withCliRuntime(async (s) => {
         const started = Date.now();
-        const result = await rebuildProjection(s.pool, s.store, p, {
+        // the runner's reader: an event its schema refuses stops only the rebuild of a projection that handles its type
+        const result = await rebuildProjection(s.pool, s.runner.reader, p, {
           onProgress: (r) => progress(`rebuilding ${name}: ${r.read} events read, ${r.applied} applied`),
         }).catch((err: unknown) => {
           if (!(err instanceof RebuildRunningError)) throw err;

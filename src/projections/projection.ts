@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import type { RecordedEvent } from '../ports/event-store';
+import type { EventStore, RecordedEvent } from '../ports/event-store';
 
 /**
  * A read model: its tables live in their own Postgres schema (`schema`). `ddl` and `apply` use unqualified
@@ -27,14 +27,58 @@ export interface Projection {
   affects?(event: RecordedEvent): boolean;
 }
 
-/** Whether `p` applies `event` (its type is handled and, when the projection says so, it changes something). */
-export const appliesTo = (p: Projection, event: RecordedEvent): boolean =>
-  p.handles.includes(event.type) && (p.affects ? p.affects(event) : true);
+/** What a projection runner and a rebuild read of the log. */
+export type LogReader = Pick<EventStore, 'readAll' | 'headPosition' | 'comparePositions'>;
 
-/** Applies the events `p` handles, in order: through `applyBatch` when it has one, else one `apply` each. */
+/** Events of a log read through `upcastingReader` that could not be upcast (their schema refuses them): the error. */
+const unreadable = new WeakMap<RecordedEvent, Error>();
+
+/** Why `event` could not be read (upcast or validated), when it could not. */
+export const unreadableError = (event: RecordedEvent): Error | undefined => unreadable.get(event);
+
+/**
+ * The log of `store` (the adapter itself) with each event upcast on its own (`upcast`: the event registry's, which
+ * also validates): an event that cannot be is returned as stored and marked, rather than failing the whole read, so
+ * it stalls only the projections that handle its type (`applyHandled` refuses it); the others read past it. Read
+ * through the validating store, such an event failed every projection's reads, whatever types they handle.
+ */
+export function upcastingReader(store: EventStore, upcast: (event: RecordedEvent) => RecordedEvent): LogReader {
+  const read = (e: RecordedEvent): RecordedEvent => {
+    try {
+      return upcast(e);
+    } catch (err) {
+      unreadable.set(e, new Error(`event ${e.position} (${e.type}, stream ${e.streamId}) cannot be read: ${(err as Error)?.message ?? err}`));
+      return e;
+    }
+  };
+  return {
+    readAll: async (after, limit) => {
+      const batch = await store.readAll(after, limit);
+      return { ...batch, events: batch.events.map(read) };
+    },
+    headPosition: () => store.headPosition(),
+    comparePositions: (a, b) => store.comparePositions(a, b),
+  };
+}
+
+/**
+ * Whether `p` applies `event` (its type is handled and, when the projection says so, it changes something). An
+ * unreadable event of a handled type counts as applied (and is refused by `applyHandled`): its data cannot be asked.
+ */
+export const appliesTo = (p: Projection, event: RecordedEvent): boolean =>
+  p.handles.includes(event.type) && (p.affects === undefined || unreadable.has(event) || p.affects(event));
+
+/**
+ * Applies the events `p` handles, in order: through `applyBatch` when it has one, else one `apply` each. Throws,
+ * applying nothing, when one of them is unreadable (`upcastingReader`): the projection must not skip it.
+ */
 export async function applyHandled(p: Projection, tx: PoolClient, events: readonly RecordedEvent[]): Promise<number> {
   const handled = events.filter((e) => appliesTo(p, e));
   if (handled.length === 0) return 0;
+  for (const e of handled) {
+    const err = unreadable.get(e);
+    if (err) throw err;
+  }
   if (p.applyBatch) await p.applyBatch(tx, handled);
   else for (const e of handled) await p.apply(tx, e);
   return handled.length;

@@ -1,9 +1,9 @@
 import type { Pool, PoolClient } from 'pg';
-import { type EventStore, type Position, START } from '../ports/event-store';
-import { applyHandled, rebuildSchemaOf, type Projection } from './projection';
+import { type Position, START } from '../ports/event-store';
+import { applyHandled, type LogReader, rebuildSchemaOf, type Projection } from './projection';
 import { createTables, lockKeyOf, readCheckpoint } from './store';
 import { analyzeSchema } from './statistics';
-import { withTransaction as inTx, withSessionLock } from '../shared/tx';
+import { inTransaction, withSessionLock } from '../shared/tx';
 
 export interface RebuildProgress {
   applied: number;
@@ -31,11 +31,11 @@ export class RebuildRunningError extends Error {
  */
 export async function rebuildProjection(
   pool: Pool,
-  store: EventStore,
+  store: LogReader,
   p: Projection,
   options: { onProgress?: (progress: RebuildProgress) => void; batchSize?: number },
 ): Promise<RebuildProgress> {
-  const progress = await underRebuildGuard(pool, p, () => replayAndSwap(pool, store, p, options));
+  const progress = await underRebuildGuard(pool, p, (guard) => replayAndSwap(pool, guard, store, p, options));
   if (progress === 'busy') throw new RebuildRunningError(p.name);
   return progress;
 }
@@ -47,15 +47,15 @@ export async function rebuildProjection(
  */
 export async function rebuildForVersionChange(
   pool: Pool,
-  store: EventStore,
+  store: LogReader,
   p: Projection,
   onStart: () => void,
 ): Promise<'rebuilt' | 'current' | 'busy'> {
-  return underRebuildGuard(pool, p, async () => {
+  return underRebuildGuard(pool, p, async (guard) => {
     // read under the guard: a process that read the old version before another's swap must not rebuild again
-    if ((await readCheckpoint(pool, p.name))?.version === p.version) return 'current';
+    if ((await readCheckpoint(guard, p.name))?.version === p.version) return 'current';
     onStart();
-    await replayAndSwap(pool, store, p, {});
+    await replayAndSwap(pool, guard, store, p, {});
     return 'rebuilt';
   });
 }
@@ -111,9 +111,9 @@ export const interruptedRebuildNote = (p: Projection): string =>
  */
 export async function clearInterruptedRebuild(pool: Pool, p: Projection): Promise<boolean> {
   if (!(await rebuildInterrupted(pool, p))) return false;
-  const cleared = await underRebuildGuard(pool, p, async () => {
-    if (!(await rebuildLeftSomething(pool, p))) return false; // another process's rebuild ended in between
-    await inTx(pool, async (tx) => {
+  const cleared = await underRebuildGuard(pool, p, async (guard) => {
+    if (!(await rebuildLeftSomething(guard, p))) return false; // another process's rebuild ended in between
+    await inTransaction(guard, async (tx) => {
       await tx.query(`DROP SCHEMA IF EXISTS ${rebuildSchemaOf(p)} CASCADE`);
       await tx.query(
         `UPDATE projections.checkpoints SET state = 'running', error = $2, updated_at = now() WHERE name = $1 AND state = 'rebuilding'`,
@@ -131,31 +131,39 @@ export const INTERRUPTED_CLEARED = "an interrupted rebuild's partial tables were
 /**
  * Runs `rebuild` holding the projection's rebuild guard (one rebuild of a projection at a time, across
  * processes, held by a session lock); `busy` without running it when another process holds the guard.
+ * `rebuild` is given the guard's connection and writes only through it: when that connection is lost (terminated,
+ * a proxy's timeout, a network blip that ends that one backend), the guard is gone with it, another process may
+ * start the same rebuild into the same fresh schema, and this one's writes must fail rather than go on through the
+ * pool on new connections (it used to swap in tables both had written to: events applied twice).
  */
-async function underRebuildGuard<T>(pool: Pool, p: Projection, rebuild: () => Promise<T>): Promise<T | 'busy'> {
-  const done = await withSessionLock(pool, guardKeyOf(p.name), async () => ({ result: await rebuild() }));
+async function underRebuildGuard<T>(pool: Pool, p: Projection, rebuild: (guard: PoolClient) => Promise<T>): Promise<T | 'busy'> {
+  const done = await withSessionLock(pool, guardKeyOf(p.name), async (guard) => ({ result: await rebuild(guard) }));
   return done === undefined ? 'busy' : done.result;
 }
 
-/** The rebuild itself, under the guard: a failure leaves the live tables and records the error. */
+/**
+ * The rebuild itself, under the guard, every write on the guard's connection `guard`: a failure leaves the live
+ * tables and records the error.
+ */
 async function replayAndSwap(
   pool: Pool,
-  store: EventStore,
+  guard: PoolClient,
+  store: LogReader,
   p: Projection,
   options: { onProgress?: (progress: RebuildProgress) => void; batchSize?: number },
 ): Promise<RebuildProgress> {
   const next = rebuildSchemaOf(p);
   const progress: RebuildProgress = { applied: 0, read: 0, position: START };
   try {
-    await inTx(pool, async (tx) => {
+    await inTransaction(guard, async (tx) => {
       await tx.query(`DROP SCHEMA IF EXISTS ${next} CASCADE`);
       await createTables(tx, next, p);
     });
-    await pool.query(`UPDATE projections.checkpoints SET state = 'rebuilding', updated_at = now() WHERE name = $1`, [p.name]);
+    await guard.query(`UPDATE projections.checkpoints SET state = 'rebuilding', updated_at = now() WHERE name = $1`, [p.name]);
 
     const batchSize = options.batchSize ?? BATCH;
     /** Replays from where the fresh tables are until `target` (or until the log holds nothing more yet): events read. */
-    const replayTo = async (target: Position, tx?: PoolClient): Promise<number> => {
+    const replayTo = async (target: Position, locked?: PoolClient): Promise<number> => {
       let read = 0;
       while (store.comparePositions(progress.position, target) < 0) {
         const batch = await store.readAll(progress.position, batchSize);
@@ -165,8 +173,8 @@ async function replayAndSwap(
           progress.applied += await applyHandled(p, c, batch.events);
           await c.query('SET LOCAL search_path TO public');
         };
-        if (tx) await apply(tx);
-        else await inTx(pool, apply);
+        if (locked) await apply(locked);
+        else await inTransaction(guard, apply);
         read += batch.events.length;
         progress.read += batch.events.length;
         progress.position = batch.nextPosition;
@@ -184,7 +192,7 @@ async function replayAndSwap(
     // Fresh tables have no statistics yet: without them the swapped-in read model would be planned as empty.
     await analyzeSchema(pool, next);
 
-    await inTx(pool, async (tx) => {
+    await inTransaction(guard, async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lockKeyOf(p.name)]);
       // Under the lock the live checkpoint stands still: the fresh tables reach it (readers never see the swap go
       // back) and not further; the live runner goes on from the swap's position.
@@ -201,13 +209,14 @@ async function replayAndSwap(
     });
     return progress;
   } catch (err) {
-    await pool
+    // on the guard's connection too: when it is lost, another rebuild may own the state and the fresh schema now
+    await guard
       .query(`UPDATE projections.checkpoints SET state = 'running', error = $2 WHERE name = $1 AND state = 'rebuilding'`, [
         p.name,
         `rebuild failed: ${(err as Error).message}`.slice(0, 2000),
       ])
       .catch(() => undefined);
-    await pool.query(`DROP SCHEMA IF EXISTS ${next} CASCADE`).catch(() => undefined); // its partial tables
+    await guard.query(`DROP SCHEMA IF EXISTS ${next} CASCADE`).catch(() => undefined); // its partial tables
     throw err;
   }
 }

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Pool, PoolClient } from 'pg';
 import { StatisticsKeeper } from '../projections/statistics';
 import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
-import { applyHandled, appliesTo, type Projection } from '../projections/projection';
+import { applyHandled, appliesTo, type LogReader, type Projection, unreadableError, upcastingReader } from '../projections/projection';
 import { ensureProjection, readCheckpoint, readCheckpoints } from '../projections/store';
 import { clearInterruptedRebuild, rebuildForVersionChange } from '../projections/rebuild';
 import { ReadModelTimeoutError } from '../ports/read-models';
@@ -20,6 +20,13 @@ export interface ProjectionRunnerOptions {
   /** how often an idle runner looks for work appended by other processes (in-process appends wake it at once) */
   pollMs?: number;
   logger?: RunnerLogger;
+  /**
+   * The event registry's upcast (which validates), when `store` is the adapter itself: each event is upcast on its
+   * own, and one that cannot be (its schema refuses it) stalls only the projections that handle its type (failing,
+   * before it), not every projection's reads. Without it `store` is read as it is (a validating store fails the
+   * read of any batch holding such an event, for every projection).
+   */
+  upcast?: (event: RecordedEvent) => RecordedEvent;
 }
 
 
@@ -62,6 +69,8 @@ export class ProjectionRunner {
   private readonly batchSize: number;
   private readonly pollMs: number;
   private readonly statistics: StatisticsKeeper;
+  /** the log as the projections read it (upcast per event with `options.upcast`): rebuilds read it too */
+  readonly reader: LogReader;
 
   constructor(
     private readonly pool: Pool,
@@ -71,7 +80,8 @@ export class ProjectionRunner {
   ) {
     this.batchSize = options.batchSize ?? 1000;
     this.pollMs = options.pollMs ?? 100;
-    this.log = new SharedLogReader(store, this.batchSize, this.pollMs);
+    this.reader = options.upcast ? upcastingReader(store, options.upcast) : store;
+    this.log = new SharedLogReader(this.reader, this.batchSize, this.pollMs);
     // young read models keep current statistics (the event store's statements run on generic plans, see main.ts)
     this.statistics = new StatisticsKeeper(pool, projections.map((p) => p.schema), { logger: options.logger });
     this.advanced.setMaxListeners(0);
@@ -204,6 +214,8 @@ export class ProjectionRunner {
         failures = 0;
       } catch (err) {
         failures++;
+        // a transaction the last commit opened for this batch is not kept (with the projection's lock) while it waits
+        await this.discardPreopened(p.name).catch(() => undefined);
         this.options.logger?.error({ err, projection: p.name }, 'projection batch failed');
         await this.recordFailure(p, err).catch(() => undefined);
         await sleep(Math.min(5000, 50 * 2 ** Math.min(failures, 7)));
@@ -240,8 +252,9 @@ export class ProjectionRunner {
     const skipped = this.unpersisted.get(p.name);
     const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
     const from = sameWindow ? skipped.readTo : cp.position;
-    const { batch, stale } = await this.log.readShared(from);
-    if (stale) this.kicked.add(p.name); // newer events may exist: look again before sleeping
+    const read = await this.log.readShared(from);
+    if (read.stale) this.kicked.add(p.name); // newer events may exist: look again before sleeping
+    const batch = await this.beforeUnreadable(p, read.batch);
     const handled = batch.events.some((e) => appliesTo(p, e));
     const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;
     if (!handled && !overdue) {
@@ -258,6 +271,18 @@ export class ProjectionRunner {
     }
     const applied = await this.commitBatch(p, cp, batch);
     return applied === 'moved' ? (retried ? 0 : this.runBatch(p, true)) : applied;
+  }
+
+  /**
+   * The batch up to the first event of a type `p` handles that could not be read (`options.upcast`), which it must
+   * not skip: applied up to just before it, then failing on it (its error recorded) until it can be read.
+   */
+  private async beforeUnreadable(p: Projection, batch: ReadAllBatch): Promise<ReadAllBatch> {
+    const i = batch.events.findIndex((e) => p.handles.includes(e.type) && unreadableError(e) !== undefined);
+    if (i < 0) return batch;
+    if (i > 0) return { events: batch.events.slice(0, i), nextPosition: batch.events[i - 1].position };
+    await this.discardPreopened(p.name);
+    throw unreadableError(batch.events[0])!;
   }
 
   /**
@@ -379,7 +404,7 @@ export class ProjectionRunner {
   private async rebuildForNewVersion(p: Projection, from: number): Promise<number> {
     await this.discardPreopened(p.name);
     this.stored.delete(p.name); // read again next time, whatever happens here
-    const outcome = await rebuildForVersionChange(this.pool, this.store, p, () =>
+    const outcome = await rebuildForVersionChange(this.pool, this.reader, p, () =>
       this.options.logger?.warn({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding'));
     if (outcome !== 'busy') return 0;
     this.lockedElsewhere.add(p.name);

@@ -1,7 +1,8 @@
 // The log read once for all of a runner's projections: the stretch last read, kept in memory (LogTail), and the
 // coalesced reads that serve and extend it (SharedLogReader), so one query feeds every projection at the same place.
-import type { EventStore, Position, ReadAllBatch, RecordedEvent } from '../ports/event-store';
+import type { Position, ReadAllBatch, RecordedEvent } from '../ports/event-store';
 import { START } from '../ports/event-store';
+import type { LogReader } from '../projections/projection';
 
 /** A ProjectionRunner's reads of the log, shared by its projections. */
 export class SharedLogReader {
@@ -11,7 +12,7 @@ export class SharedLogReader {
   readEpoch = 0;
 
   constructor(
-    private readonly store: EventStore,
+    private readonly store: LogReader,
     private readonly batchSize: number,
     private readonly pollMs: number,
   ) {

@@ -40,3 +40,30 @@ it('a DATABASE_URL with its own `options` keeps them and still gets the server-s
   url.searchParams.set('options', '-c statement_timeout=4321');
   expect(await settings(url.toString())).toEqual({ timeout: '4321ms', idle: '30' });
 });
+
+// Review of 2026-11-27 (night): node-postgres parses dates only in ISO output; a server, PGOPTIONS or URL setting
+// DateStyle to SQL, German or Postgres made `expires_at < now()` comparisons done in JS fail (expired API keys
+// accepted) and dates read back as '24/12/2026'. The pools now always ask for ISO output, last.
+it('dates and intervals are parsed whatever DateStyle and IntervalStyle PGOPTIONS or the URL ask for', async () => {
+  const before = process.env.PGOPTIONS;
+  process.env.PGOPTIONS = '-c DateStyle=SQL,DMY -c IntervalStyle=sql_standard';
+  const url = new URL(db.url);
+  url.searchParams.set('options', '-c DateStyle=German');
+  const pool = createPool(url.toString(), 1);
+  try {
+    const { rows } = await pool.query<{ at: Date; day: unknown; style: string; ymd: string }>(
+      `SELECT timestamptz '2026-12-24 10:30:00+00' AS at, date '2026-12-24'::text AS day,
+              current_setting('DateStyle') AS style, to_char(date '2026-02-03', 'YYYY-MM-DD') AS ymd`,
+    );
+    expect(rows[0].at.toISOString()).toBe('2026-12-24T10:30:00.000Z');
+    expect(rows[0].day).toBe('2026-12-24');
+    expect(rows[0].style).toMatch(/^ISO, /);
+    // the input order the operator chose is kept: '03/02/2026' is read day first
+    const input = await pool.query<{ d: string }>(`SELECT '03/02/2026'::date::text AS d`);
+    expect(input.rows[0].d).toBe('2026-02-03');
+  } finally {
+    await pool.end();
+    if (before === undefined) delete process.env.PGOPTIONS;
+    else process.env.PGOPTIONS = before;
+  }
+});

@@ -28,6 +28,9 @@ export interface PoolOptions {
  */
 const SERVER_SIDE_KEEPALIVE = '-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3';
 
+/** Output formats node-postgres parses; only the output part of DateStyle (the input order is kept). */
+const PARSEABLE_OUTPUT = '-c DateStyle=ISO -c IntervalStyle=postgres';
+
 /**
  * pg takes a connection string's `options` parameter in place of the pool's own: it is taken out of the URL here (the
  * rest of the URL as written) to be sent after the pool's. Read as pg reads it: the last `options=` of the query.
@@ -61,8 +64,11 @@ export function createPool(databaseUrl: string, max = 10, options: PoolOptions =
       SERVER_SIDE_KEEPALIVE,
       options.genericPlans && '-c plan_cache_mode=force_generic_plan',
       options.asyncCommit && '-c synchronous_commit=off',
-      // last: Postgres applies `-c` settings in order, so a setting the operator's URL names wins
+      // then: Postgres applies `-c` settings in order, so a setting the operator's URL names wins
       urlOptions,
+      // except the output formats node-postgres can parse (a server or operator set to DateStyle SQL, German or
+      // Postgres made expired API keys pass and holidays read '24/12/2026'): ISO dates, Postgres-style intervals
+      PARSEABLE_OUTPUT,
     ].filter(Boolean).join(' '),
   });
   // A terminated backend (fault, failover, shutdown) surfaces here for idle clients; the pool replaces them.

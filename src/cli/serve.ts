@@ -4,6 +4,7 @@ import { type Config, loadConfig } from '../config';
 import { createLogger, type Role, type Runtime, startRuntime } from '../main';
 import { serviceLogOutput } from './log-output';
 import { reportStartupFailure } from './startup-errors';
+import { whenNpmLauncherGone } from './launcher-watch';
 import { onStopSignals } from './stop-signals';
 
 export function registerServeCommands(program: Command): void {
@@ -30,6 +31,10 @@ async function run(role: Exclude<Role, 'cli'>): Promise<void> {
   // Listening from the very start: a signal during start-up (a wait for Kafka, say) stops what started once it has,
   // rather than killing the process by default and orphaning the embedded Postgres it spawned.
   const stop = listenForStopSignals(log, config.http.shutdownDelayMs);
+  whenNpmLauncherGone(() => {
+    log.info('the npm process that started this one is gone (a SIGTERM to `npm start`): stopping as on SIGTERM');
+    process.kill(process.pid, 'SIGTERM');
+  });
   const runtime = await start(config, role, log);
   const signalledDuringStart = stop.requested();
   if (signalledDuringStart) log.info('start-up done after a stop signal: not announcing it, stopping');

@@ -29,7 +29,8 @@ import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';
 import { deterministicUuid } from '../send/ids';
 import { bulkDecider, bulkStreamId, CHUNK_SIZE, chunkStreamId } from './decider';
-import { checkRecipients, checkRecipientVariables, deduplicate } from './input';
+import { mapInTurns, Turns } from './chunked';
+import { checkRecipientsInTurns, checkVariablesAndDeduplicate } from './input';
 import { kickDispatchers } from './signals';
 import { insertDraftJob, setJobState } from './work';
 
@@ -138,13 +139,15 @@ async function alreadyCreated(
 /** Chunk appends running at once. */
 const APPEND_CONCURRENCY = 4;
 
-/** How many of `phones` were sent to in the quota window, under either spelling (the window keeps E.164 forms). */
-async function recipientsInWindow(pool: Pool, numberId: number, phones: readonly string[], now: Date): Promise<number> {
+/** How many of the recipients were sent to in the quota window, under either spelling (the window keeps E.164 forms). */
+async function recipientsInWindow(pool: Pool, numberId: number, recipients: readonly { phone: string }[], now: Date, turns: Turns): Promise<number> {
+  const phones = await mapInTurns(recipients, (r) => r.phone, turns);
+  const others = await mapInTurns(phones, (p) => phoneVariants(p)[1] ?? null, turns);
   const r = await pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM unnest($3::text[], $4::text[]) AS p(phone, other)
       WHERE EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
                      WHERE q.number_id = $1 AND q.last_sent_at > $2 AND q.recipient IN (p.phone, p.other))`,
-    [numberId, new Date(now.getTime() - QUOTA_WINDOW_MS), phones, phones.map((p) => phoneVariants(p)[1] ?? null)],
+    [numberId, new Date(now.getTime() - QUOTA_WINDOW_MS), phones, others],
   );
   return r.rows[0].n;
 }
@@ -153,7 +156,10 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
   const { pool } = services;
   const now = services.now();
 
-  const checked = checkRecipients(input.recipients);
+  // The recipients' loops (shape, variables, normalization and deduplication: seconds for 100,000) give the event loop
+  // a turn between slices, so the process's other requests are not held meanwhile (docs/bulk.md, "Event loop").
+  const turns = new Turns();
+  const checked = await checkRecipientsInTurns(input.recipients, turns);
   if (!checked.ok) throw new BulkRefusedError('INVALID_FIELDS', 'invalid recipients', { recipients: checked.messages });
 
   const number = await findNumberByProviderId(pool, input.companyId, input.phoneNumberId);
@@ -172,13 +178,14 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
     );
   }
   const shape: TemplateShape = { variables: template.variables, buttons: template.buttons };
-  const variableErrors = checkRecipientVariables(shape, checked.recipients);
-  if (variableErrors) throw new BulkRefusedError('INVALID_FIELDS', 'invalid recipient variables', { recipients: variableErrors });
+  // variables against the template, then repeated phones removed: one pass
+  const deduplicated = await checkVariablesAndDeduplicate(shape, checked.recipients, turns);
+  if (!deduplicated.ok) throw new BulkRefusedError('INVALID_FIELDS', 'invalid recipient variables', { recipients: deduplicated.messages });
 
-  const { recipients, total, unique } = deduplicate(checked.recipients);
+  const { recipients, total, unique } = deduplicated;
   const tier = number.messagingLimitTier;
   const quota = await quotaOf(pool, number.id, tier, now);
-  const needed = tier === 'TIER_UNLIMITED' ? unique : unique - (await recipientsInWindow(pool, number.id, recipients.map((r) => r.phone), now));
+  const needed = tier === 'TIER_UNLIMITED' ? unique : unique - (await recipientsInWindow(pool, number.id, recipients, now, turns));
 
   let bulkId: string = randomUUID();
   if (input.idempotencyKey !== undefined) {

@@ -31,6 +31,8 @@ export interface RateLimitCounterOptions {
  * app's close (which flushes the last counts) hung (found in review; test/integration/review-ratelimit-store.test.ts).
  */
 export const RATE_LIMIT_QUERY_TIMEOUT_MS = 10_000;
+/** The sync's server-side statement timeout, as a share of the query timeout: Postgres cancels it first. */
+const SERVER_SHARE_OF_TIMEOUT = 0.8;
 
 interface Entry {
   windowStart: number;
@@ -162,6 +164,35 @@ export class RateLimitCounter {
   }
 
   /**
+   * The sync's statement, which Postgres itself cancels (and rolls back) before this process gives up on it: a sync
+   * the counter gave up on must not be applied later, when its increments are already pending again. With only the
+   * client's timeout, a sync stalled in Postgres (waiting for a row another statement held, a stalled server) was
+   * applied once the stall ended, as was every sync retried meanwhile: one request counted 4 times after three
+   * timed-out syncs (regression review 12; test/integration/regress-review12-ratelimit-sync.test.ts). Only a sync
+   * whose answer was lost on the way (a connection gone silent) can still count twice. Any failure drops the
+   * connection (its transaction with it), as the pool's own `query` does.
+   */
+  private async syncStatement(values: unknown[]) {
+    const serverMs = Math.max(1, Math.floor(this.queryTimeoutMs * SERVER_SHARE_OF_TIMEOUT));
+    const client = await this.pool.connect();
+    let failed = false;
+    try {
+      // pg reads `query_timeout` from a query's config too; its types list it only for the client's
+      await client.query({ text: `BEGIN; SET LOCAL statement_timeout = ${serverMs}`, query_timeout: this.queryTimeoutMs } as QueryConfig);
+      const result = await client.query<{ key: string; window_start: string; count: string }>(
+        { text: SYNC, values, query_timeout: this.queryTimeoutMs } as QueryConfig,
+      );
+      await client.query({ text: 'COMMIT', query_timeout: this.queryTimeoutMs } as QueryConfig);
+      return result;
+    } catch (err) {
+      failed = true;
+      throw err;
+    } finally {
+      client.release(failed);
+    }
+  }
+
+  /**
    * Adds the increments counted so far to the shared counts and reads those back; one sync at a time. A sync in
    * flight took its snapshot before this call, so a call during it gets the next one (shared by every such call).
    */
@@ -191,7 +222,7 @@ export class RateLimitCounter {
     }
     if (batch.length > 0) {
       try {
-        const { rows } = await this.query<{ key: string; window_start: string; count: string }>(SYNC, [
+        const { rows } = await this.syncStatement([
           batch.map(([k]) => k), batch.map(([, e]) => e.windowStart), batch.map(([, e]) => e.inFlight), this.options.windowMs,
         ]);
         for (const row of rows) {

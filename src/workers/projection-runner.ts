@@ -216,8 +216,14 @@ export class ProjectionRunner {
         failures++;
         // a transaction the last commit opened for this batch is not kept (with the projection's lock) while it waits
         await this.discardPreopened(p.name).catch(() => undefined);
+        // The checkpoint is read again for the retry, and the failure recorded only where this process failed: another
+        // process may have moved the projection on meanwhile (during a rolling upgrade, the version that can read an
+        // event this one cannot). Before (regression review 12) this process retried from where it had failed for ever,
+        // its read-your-writes waits timed out, and it marked the projection failing again after the other's commits.
+        const failedAt = this.stored.get(p.name)?.position;
+        this.stored.delete(p.name);
         this.options.logger?.error({ err, projection: p.name }, 'projection batch failed');
-        await this.recordFailure(p, err).catch(() => undefined);
+        await this.recordFailure(p, err, failedAt).catch(() => undefined);
         await sleep(Math.min(5000, 50 * 2 ** Math.min(failures, 7)));
         continue;
       }
@@ -411,10 +417,12 @@ export class ProjectionRunner {
     return -1;
   }
 
-  private async recordFailure(p: Projection, err: unknown): Promise<void> {
+  /** Records the failure, unless the checkpoint has moved from `at` (where this process failed) meanwhile. */
+  private async recordFailure(p: Projection, err: unknown, at?: Position): Promise<void> {
     await this.pool.query(
-      `UPDATE projections.checkpoints SET state = 'failing', error = $2, updated_at = now() WHERE name = $1`,
-      [p.name, String((err as Error)?.message ?? err).slice(0, 2000)],
+      `UPDATE projections.checkpoints SET state = 'failing', error = $2, updated_at = now()
+        WHERE name = $1 AND ($3::text IS NULL OR position = $3::text)`,
+      [p.name, String((err as Error)?.message ?? err).slice(0, 2000), at ?? null],
     );
   }
 }

@@ -102,8 +102,10 @@ describe('review: projections under two runtimes, late commits and killed connec
         }
       }
     })();
+    let chaosRounds = 0;
     const chaos = (async () => {
       for (let i = 0; going; i++) {
+        chaosRounds = i;
         await sleep(25);
         const pids = [...rt[i % 2].pids];
         if (pids.length === 0) continue;
@@ -122,7 +124,8 @@ describe('review: projections under two runtimes, late commits and killed connec
         }
       }
     })();
-    await sleep(6000);
+    // at least 6 s, and at least past the chaos loop's rebuild (round 60) and two restarts, however slow the machine
+    for (const until = Date.now() + 6000; Date.now() < until || chaosRounds < 81;) await sleep(50);
     going = false;
     await Promise.all([...appenders, late, chaos]);
     await Promise.all(rebuilds);

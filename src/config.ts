@@ -117,6 +117,10 @@ const configSchema = z
     if (c.PROVIDER === 'cloud-api' && !c.PROVIDER_ACCESS_TOKEN) {
       ctx.addIssue({ code: 'custom', path: ['PROVIDER_ACCESS_TOKEN'], message: 'required when PROVIDER=cloud-api' });
     }
+    if (c.PROVIDER_APP_SECRET_PREVIOUS && !c.PROVIDER_APP_SECRET) {
+      // alone it would verify nothing: the ingress refuses every notification without PROVIDER_APP_SECRET
+      ctx.addIssue({ code: 'custom', path: ['PROVIDER_APP_SECRET'], message: 'required when PROVIDER_APP_SECRET_PREVIOUS is set (the new secret; the previous one is only accepted beside it)' });
+    }
   });
 
 export type RawConfig = z.infer<typeof configSchema>;

@@ -79,4 +79,9 @@ describe('config', () => {
     expect(attempt).toThrow(/API_KEY_PEPPER: required when DATABASE_URL is set/);
     expect(attempt).toThrow(/PROVIDER_ACCESS_TOKEN: required when PROVIDER=cloud-api/);
   });
+
+  it('refuses PROVIDER_APP_SECRET_PREVIOUS without PROVIDER_APP_SECRET (it would verify nothing)', () => {
+    expect(() => loadConfig({ PROVIDER_APP_SECRET_PREVIOUS: 'old' })).toThrow(/PROVIDER_APP_SECRET: required when PROVIDER_APP_SECRET_PREVIOUS is set/);
+    expect(loadConfig({ PROVIDER_APP_SECRET: 'new', PROVIDER_APP_SECRET_PREVIOUS: 'old' }).provider).toMatchObject({ appSecret: 'new', appSecretPrevious: 'old' });
+  });
 });

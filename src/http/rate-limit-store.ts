@@ -1,5 +1,6 @@
 import type { Pool, QueryConfig, QueryResultRow } from 'pg';
 import { listCompanyRateLimits } from '../projections/ratelimits/queries';
+import { oneAtATime } from '../shared/one-at-a-time';
 
 // Request counts per API key in fixed windows aligned to the epoch (so every process agrees where a window
 // starts), counted in memory and synchronised with Postgres every `syncMs`: one statement adds this process's
@@ -69,10 +70,6 @@ export class RateLimitCounter {
   private readonly entries = new Map<string, Entry>();
   private limits = new Map<number, number>();
   private timers: NodeJS.Timeout[] = [];
-  private syncing: Promise<void> | undefined;
-  private nextSync: Promise<void> | undefined;
-  private refreshing: Promise<void> | undefined;
-  private nextRefresh: Promise<void> | undefined;
   private lastCleanup = 0;
 
   constructor(private readonly pool: Pool, readonly options: RateLimitCounterOptions) {}
@@ -132,17 +129,7 @@ export class RateLimitCounter {
    * one after this process's projection runner applied a new limit) could finish in either order, and the older
    * answer, kept last, undid the new limit until the next periodic read (found in review).
    */
-  refreshLimits(): Promise<void> {
-    if (this.refreshing) {
-      this.nextRefresh ??= this.refreshing.then(() => {
-        this.nextRefresh = undefined;
-        return this.refreshLimits();
-      });
-      return this.nextRefresh;
-    }
-    this.refreshing = this.refreshOnce().finally(() => (this.refreshing = undefined));
-    return this.refreshing;
-  }
+  readonly refreshLimits = oneAtATime(() => this.refreshOnce());
 
   private async refreshOnce(): Promise<void> {
     try {
@@ -196,17 +183,7 @@ export class RateLimitCounter {
    * Adds the increments counted so far to the shared counts and reads those back; one sync at a time. A sync in
    * flight took its snapshot before this call, so a call during it gets the next one (shared by every such call).
    */
-  sync(): Promise<void> {
-    if (this.syncing) {
-      this.nextSync ??= this.syncing.then(() => {
-        this.nextSync = undefined;
-        return this.sync();
-      });
-      return this.nextSync;
-    }
-    this.syncing = this.syncOnce().finally(() => (this.syncing = undefined));
-    return this.syncing;
-  }
+  readonly sync = oneAtATime(() => this.syncOnce());
 
   private async syncOnce(): Promise<void> {
     const now = this.options.now();

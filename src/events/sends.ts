@@ -1,3 +1,4 @@
+import { isOutcomeUnknownCode } from './bulk';
 import { defineEvent, type EventOf, isoDateTime, nullableString, positiveInt } from './define';
 
 // Stream: send-{sendId}. One single template send: the request (everything the read models need), the
@@ -53,8 +54,28 @@ export const TemplateSendRejected = defineEvent('TemplateSendRejected', {
     message: { type: 'string' },
     retryable: { type: 'boolean', description: 'false: the provider refused it (422); true: still unavailable after retries (502)' },
     rejectedAt: isoDateTime,
+    numberId: {
+      ...positiveInt,
+      description: "the sending number, given when the outcome is unknown (`sendOutcomeUnknown`: the provider may have the message); with `recipientE164` such a rejection counts in the number's 24 h quota as sent, from `requestedAt`; absent on events appended before 2026-11-27 (night)",
+    },
+    recipientE164: { type: 'string', description: 'the recipient normalized to E.164, given with `numberId`' },
+    requestedAt: { ...isoDateTime, description: "the send's request time (the quota use counts from it), given with `numberId`" },
   },
 } as const, { description: 'The provider refused the send or stayed unavailable: the attempt is recorded as failed.' });
+
+/**
+ * The code a single send records for a provider call that failed in a way the adapter did not classify
+ * (src/commands/send/handler.ts): the provider may have the message, as for the bulk's `internal_error`.
+ */
+export const UNCLASSIFIED_SEND_FAILURE = 'provider_error';
+
+/**
+ * Whether a single send's rejection leaves its outcome unknown (the provider may have the message): the bulk's rule
+ * (`isOutcomeUnknownCode`: timeout, connection lost, an answer naming no message id, `interrupted`, `internal_error`)
+ * plus the single send's unclassified failure. Such a rejection carries its number and recipient and counts in the
+ * quota as sent (docs/sends.md, "Quota gate"); any other code is a refusal and counts nothing.
+ */
+export const sendOutcomeUnknown = (code: string): boolean => isOutcomeUnknownCode(code) || code === UNCLASSIFIED_SEND_FAILURE;
 
 export const DELIVERY_STATUSES = ['delivered', 'read', 'failed'] as const;
 

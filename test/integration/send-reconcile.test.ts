@@ -170,6 +170,8 @@ describe('keyed single sends: reconciliation and retries after a crash', () => {
     expect(events[1].data).toEqual({
       sendId, companyId: SHOP.companyId, code: 'interrupted', message: 'interrupted, outcome unknown', retryable: false,
       rejectedAt: new Date(START + 10 * 60_000).toISOString(),
+      // the outcome is unknown: the request's number, recipient and time, for the quota (docs/sends.md, "Quota gate")
+      numberId: (events[0].data as { numberId: number }).numberId, recipientE164: '+5491155551234', requestedAt: (events[0].data as { requestedAt: string }).requestedAt,
     });
 
     const replay = await send('order-1002');

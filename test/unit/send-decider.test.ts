@@ -120,7 +120,11 @@ describe('send decider', () => {
     it('records the send interrupted, not retryable, once the bound passed', () => {
       spec(sendDecider).given([requested]).when(resolve('2026-03-01T10:10:00.000Z')).then([{
         type: 'TemplateSendRejected',
-        data: { sendId, companyId: 101, code: 'interrupted', message: 'interrupted, outcome unknown', retryable: false, rejectedAt: '2026-03-01T10:10:00.000Z' },
+        // the outcome is unknown: it carries the request's number, recipient and time (the quota counts it as sent)
+        data: {
+          sendId, companyId: 101, code: 'interrupted', message: 'interrupted, outcome unknown', retryable: false, rejectedAt: '2026-03-01T10:10:00.000Z',
+          numberId: 21, recipientE164: '+5491155551234', requestedAt: request.requestedAt,
+        },
       }]);
     });
     it('decides nothing for a send that has its answer', () => {

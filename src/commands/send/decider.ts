@@ -8,8 +8,10 @@
 //   requested, with no live process sending it (a keyed send whose process died): ResolveUnansweredSend
 //   records it rejected with code `interrupted` once `outcomeUnknownAfterMs` passed since the request, and
 //   refuses with SEND_OUTCOME_UNKNOWN before that (docs/sends.md, "Idempotent sends").
+//   A rejection whose outcome is unknown (`interrupted`, a timeout, ...: sendOutcomeUnknown) carries the request's
+//   number, recipient and time: the quota counts it as sent (docs/sends.md, "Quota gate").
 import { type Decider, DomainError } from '../decider';
-import type { SendEvent } from '../../events/sends';
+import { type SendEvent, sendOutcomeUnknown } from '../../events/sends';
 
 type Requested = Extract<SendEvent, { type: 'TemplateSendRequested' }>['data'];
 
@@ -44,6 +46,14 @@ export type SendState =
   | { kind: 'accepted'; request: Requested; providerMessageId: string; delivery: DeliveryState }
   | { kind: 'rejected'; request: Requested; code: string };
 
+/**
+ * What a rejection whose outcome is unknown (the provider may have the message: `sendOutcomeUnknown`) carries of its
+ * request, so that the accounts read model counts it in the number's quota as sent, from the request; a refusal
+ * carries nothing of it (docs/sends.md, "Quota gate").
+ */
+const quotaUseOf = (r: Requested, code: string) =>
+  sendOutcomeUnknown(code) ? { numberId: r.numberId, recipientE164: r.recipientE164, requestedAt: r.requestedAt } : {};
+
 const RANK: Record<DeliveryState, number> = { sent: 0, delivered: 1, read: 2, failed: 3 };
 
 function decide(command: SendCommand, state: SendState): SendEvent[] {
@@ -66,7 +76,10 @@ function decide(command: SendCommand, state: SendState): SendEvent[] {
       const { sendId, code, message, retryable, at } = command.data;
       if (state.kind === 'rejected') return [];
       if (state.kind !== 'requested') throw new DomainError('SEND_NOT_PENDING', `send ${sendId} is ${state.kind}, not awaiting the provider`);
-      return [{ type: 'TemplateSendRejected', data: { sendId: state.request.sendId, companyId: state.request.companyId, code, message, retryable, rejectedAt: at } }];
+      return [{
+        type: 'TemplateSendRejected',
+        data: { sendId: state.request.sendId, companyId: state.request.companyId, code, message, retryable, rejectedAt: at, ...quotaUseOf(state.request, code) },
+      }];
     }
     case 'ResolveUnansweredSend': {
       const { sendId, now, outcomeUnknownAfterMs } = command.data;
@@ -77,7 +90,10 @@ function decide(command: SendCommand, state: SendState): SendEvent[] {
       }
       return [{
         type: 'TemplateSendRejected',
-        data: { sendId: state.request.sendId, companyId: state.request.companyId, ...INTERRUPTED, retryable: false, rejectedAt: now },
+        data: {
+          sendId: state.request.sendId, companyId: state.request.companyId, ...INTERRUPTED, retryable: false, rejectedAt: now,
+          ...quotaUseOf(state.request, INTERRUPTED.code),
+        },
       }];
     }
     case 'RecordDeliveryStatus': {

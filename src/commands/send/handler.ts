@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services';
 import type { Position } from '../../ports/event-store';
-import type { SendEvent } from '../../events/sends';
+import { type SendEvent, UNCLASSIFIED_SEND_FAILURE } from '../../events/sends';
 import { isProviderError, mayHaveReachedProvider, type ProviderError } from '../../ports/provider';
 import { normalizePhone } from '../../shared/phone';
 import { DomainError } from '../decider';
@@ -226,9 +226,11 @@ export async function sendValidated(
     // completes it (./reconcile.ts), and until then a retry answers "outcome unknown" instead of sending again.
     if (requestRecorded && mayHaveReachedProvider(err)) {
       services.logger.warn({ sendId, code: pe?.code }, 'keyed send: the provider may have the message, outcome unknown');
-      throw new SendRefusedError('OUTCOME_UNKNOWN', `The provider did not answer (${pe?.code ?? 'provider_error'}): the message may have been sent. Retry with the same Idempotency-Key later to learn its outcome.`);
+      // its recipient counts in the quota for the 24 h from the request (the reservation kept: docs/sends.md, "Quota gate")
+      await input.quotaHolds?.keepForOutcomeUnknown(request);
+      throw new SendRefusedError('OUTCOME_UNKNOWN', `The provider did not answer (${pe?.code ?? UNCLASSIFIED_SEND_FAILURE}): the message may have been sent. Retry with the same Idempotency-Key later to learn its outcome.`);
     }
-    const code = pe?.code ?? 'provider_error';
+    const code = pe?.code ?? UNCLASSIFIED_SEND_FAILURE;
     const message = pe?.message ?? 'the provider could not be reached';
     const retryable = pe ? pe.retryable : true;
     const rejected = await decideAndAppend([

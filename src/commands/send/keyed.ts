@@ -194,6 +194,9 @@ async function answerFrom(
         );
       } catch (err) {
         if (err instanceof DomainError && err.code === 'SEND_OUTCOME_UNKNOWN') {
+          // the recipient stays held for the 24 h from the request (a reservation as long is normally there already:
+          // the first answer's; this keeps it when that one was lost, e.g. its process died)
+          await input.quotaHolds?.keepForOutcomeUnknown(state.request);
           throw new SendRefusedError(
             'OUTCOME_UNKNOWN',
             'The first attempt with this Idempotency-Key reached the provider but its outcome is not known yet; retry later.',

@@ -12,8 +12,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import type { Logger } from 'pino';
-import { dailyLimitOf, type MessagingTier, quotaWindow, usedSql } from '../../projections/accounts/queries';
+import { dailyLimitOf, type MessagingTier, QUOTA_WINDOW_MS, quotaWindow, usedSql } from '../../projections/accounts/queries';
 import { withTransaction } from '../../shared/tx';
+import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../../projections/change-signals';
 import { outcomeUnknownRecipientsSql } from '../bulk/work-unknown-outcomes';
 
 /**
@@ -81,8 +82,25 @@ export interface QuotaCheck {
 export class QuotaHolds {
   readonly counted: number[] = [];
   readonly reservations: string[] = [];
+  /** the gate was asked (a tiered number): false for TIER_UNLIMITED, which no quota limits */
+  checked = false;
 
   constructor(private readonly gate: SendQuotaGate) {}
+
+  /**
+   * A keyed send answered 503 SEND_OUTCOME_UNKNOWN: the provider may have the message, and no event the read model
+   * counts says so until a status reconciles it or a repeat records it interrupted. Its recipient is then held for the
+   * 24 h from the request (the quota window of a sent message): this request's reservation is extended (or one made,
+   * when it was admitted without one: far from the limit, or in the window already), unless one held that long is
+   * there (an earlier answer of the same request). One statement, on the 503's path only (docs/sends.md, "Quota gate").
+   */
+  async keepForOutcomeUnknown(request: { companyId: number; numberId: number; recipientE164: string; requestedAt: string }): Promise<void> {
+    for (const numberId of this.counted.splice(0)) this.gate.uncount(numberId);
+    const ids = this.reservations.splice(0);
+    if (!this.checked) return;
+    const until = new Date(Date.parse(request.requestedAt) + QUOTA_WINDOW_MS);
+    await this.gate.holdUntil(ids, request.numberId, request.recipientE164, until, request.companyId);
+  }
 
   /**
    * Gives the admissions back once the send is answered: sent (the read model shows the recipient) or not sent.
@@ -110,6 +128,7 @@ export class SendQuotaGate {
 
   /** Admits the send (its holds go to `holds`), or answers why not. */
   async admit(holds: QuotaHolds, check: QuotaCheck): Promise<QuotaRefusal | undefined> {
+    holds.checked = true;
     const read = await this.read(this.pool, check);
     if (read.in_window) return undefined;
     const left = dailyLimitOf(check.tier) - read.used - read.reserved - this.countOf(check.numberId);
@@ -130,6 +149,34 @@ export class SendQuotaGate {
   async unreserve(ids: string[]): Promise<void> {
     await this.pool.query('DELETE FROM public.send_quota_reservations WHERE reservation_id = ANY($1::uuid[])', [ids]).catch((err: Error) => {
       this.logger.warn({ err, reservations: ids }, 'quota reservations not deleted: they count until they expire');
+    });
+  }
+
+  /**
+   * Holds `recipient` of `numberId` reserved until `until` (QuotaHolds.keepForOutcomeUnknown): the reservations `ids`
+   * are extended, or a new one inserted when none of them is left; nothing when a reservation of the recipient already
+   * lasts that long. Not deleted with the answer, it counts in the gate and the bulk claims like any reservation (until
+   * the read model has the recipient in its window) and is deleted once expired. GET business-accounts counts it too
+   * (`reservedSql`): the company's cached view is told in the same statement.
+   */
+  async holdUntil(ids: string[], numberId: number, recipient: string, until: Date, companyId: number): Promise<void> {
+    markChanging(ACCOUNTS_CHANGED_CHANNEL, companyId);
+    await this.pool.query({
+      name: 'send_quota_hold_unknown',
+      text: `WITH covered AS (
+               SELECT 1 FROM public.send_quota_reservations WHERE number_id = $3 AND recipient = $4 AND expires_at >= $5 LIMIT 1),
+             kept AS (
+               UPDATE public.send_quota_reservations SET expires_at = $5
+                WHERE reservation_id = ANY($1::uuid[]) AND number_id = $3 AND recipient = $4 AND NOT EXISTS (SELECT 1 FROM covered)
+                RETURNING 1),
+             inserted AS (
+               INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at)
+               SELECT $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM covered) AND NOT EXISTS (SELECT 1 FROM kept)
+               RETURNING 1)
+             SELECT pg_notify('${ACCOUNTS_CHANGED_CHANNEL}', $6::text) WHERE EXISTS (SELECT 1 FROM kept) OR EXISTS (SELECT 1 FROM inserted)`,
+      values: [ids, randomUUID(), numberId, recipient, until, String(companyId)],
+    }).catch((err: Error) => {
+      this.logger.warn({ err, numberId, reservations: ids }, 'quota reservation of a send whose outcome is unknown not kept for 24 h: it counts until it expires');
     });
   }
 

@@ -4,16 +4,18 @@ import type { Projection } from '../projection';
 import { queryNamed } from '../../shared/tx';
 import type { CompanyEvent, PhoneNumberEvent } from '../../events/provisioning';
 import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../change-signals';
-import type { SendEvent } from '../../events/sends';
+import { type SendEvent, sendOutcomeUnknown } from '../../events/sends';
 import { type BulkEventData, outcomeUnknown } from '../../events/bulk';
 
 type SendAcceptedData = Extract<SendEvent, { type: 'TemplateSendAccepted' }>['data'];
+type SendRejectedData = Extract<SendEvent, { type: 'TemplateSendRejected' }>['data'];
 
 // Read model `accounts`: messaging phone numbers, their templates (variables and buttons as given) and the
 // quota window (unique recipients per number with the time of the last send to each, for the rolling 24 h
 // count). Fed by the `phonenumber-{id}` streams, the company name from `company-{id}`, and, for the quota
-// window, by the send events: single sends and bulk recipients accepted, and bulk recipients failed with an unknown
-// outcome (the provider may have the message: `outcomeUnknown`), which count as sent.
+// window, by the send events: single sends and bulk recipients accepted, and single sends and bulk recipients failed
+// with an unknown outcome (the provider may have the message: `sendOutcomeUnknown`, `outcomeUnknown`), which count
+// as sent (a single send's from its request).
 //  - `docs`: per company, the business-accounts document without quota (numbers with their APPROVED templates),
 //    rebuilt here on every number/template change, so the endpoint reads one row.
 //  - `quota_recipients` + `quota_minutes`: the last send time per (number, recipient), and how many recipients
@@ -25,7 +27,7 @@ const SCHEMA = 'rm_accounts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
-  version: 4,
+  version: 5, // 5: single sends rejected with an unknown outcome count (TemplateSendRejected; docs/sends.md, "Quota gate")
   schema: SCHEMA,
   handles: [
     'CompanyRegistered', 'CompanyProfileChanged',
@@ -35,9 +37,14 @@ export const accountsProjection: Projection = {
     'TemplateSendAccepted',
     'BulkRecipientsDispatched', // [bulk sends, issue 5] bulk recipients accepted by the provider use quota too
     'BulkRecipientsRejected', // those whose outcome is unknown (the provider may have the message) too
+    'TemplateSendRejected', // single sends whose outcome is unknown too (since v5)
   ],
-  /** a bulk failure uses quota only when the provider may have the message, and names its number (since v3) */
-  affects: (event) => event.type !== 'BulkRecipientsRejected' || (quotaUsesOf(event)?.uses.length ?? 0) > 0,
+  /**
+   * a failure (bulk or single) uses quota only when the provider may have the message, and names its number and
+   * recipient (bulk since v3, single since v5): a refusal is no work here (no transaction, no wait for this projection)
+   */
+  affects: (event) =>
+    (event.type !== 'BulkRecipientsRejected' && event.type !== 'TemplateSendRejected') || (quotaUsesOf(event)?.uses.length ?? 0) > 0,
   ddl: `
     CREATE TABLE IF NOT EXISTS numbers (
       number_id            integer PRIMARY KEY,
@@ -127,8 +134,9 @@ export const accountsProjection: Projection = {
       await recordQuotaUse(tx, { numberId: d.numberId, recipient: d.recipientE164, at: d.acceptedAt });
       return;
     }
-    if (event.type === 'BulkRecipientsDispatched' || event.type === 'BulkRecipientsRejected') {
-      // [bulk sends, issue 5] same rule as a single send: one unique recipient per number in the rolling 24 h
+    if (event.type === 'BulkRecipientsDispatched' || event.type === 'BulkRecipientsRejected' || event.type === 'TemplateSendRejected') {
+      // [bulk sends, issue 5] same rule as a single send: one unique recipient per number in the rolling 24 h; a failure
+      // whose outcome is unknown counts as sent
       const uses = quotaUsesOf(event);
       if (uses) await recordQuotaUses(tx, uses.numberId, uses.uses);
       return;
@@ -197,9 +205,10 @@ const NUMBER_EVENTS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * The quota uses an event records (single send accepted, bulk recipients dispatched, bulk recipients failed whose
- * outcome is unknown), else undefined. A failure event appended before it carried `numberId` and `recipientE164`
- * records none (the work table's union counted it for the quota gates while it was in the window).
+ * The quota uses an event records (single send accepted, bulk recipients dispatched, single send or bulk recipients
+ * failed whose outcome is unknown), else undefined. A failure event appended before it carried `numberId` and
+ * `recipientE164` records none (a bulk's: the work table's union counted it for the quota gates while it was in the
+ * window; a single send's: its reservation, ~30 s). A single send's counts from its request (`requestedAt`).
  */
 function quotaUsesOf(event: RecordedEvent): { numberId: number; uses: Array<{ recipient: string; at: string }> } | undefined {
   if (event.type === 'TemplateSendAccepted') {
@@ -209,6 +218,11 @@ function quotaUsesOf(event: RecordedEvent): { numberId: number; uses: Array<{ re
   if (event.type === 'BulkRecipientsDispatched') {
     const d = event.data as { numberId: number; recipients: Array<{ recipientE164: string; at: string }> };
     return { numberId: d.numberId, uses: d.recipients.map((r) => ({ recipient: r.recipientE164, at: r.at })) };
+  }
+  if (event.type === 'TemplateSendRejected') {
+    const d = event.data as SendRejectedData;
+    if (d.numberId === undefined || d.recipientE164 === undefined || !sendOutcomeUnknown(d.code)) return undefined;
+    return { numberId: d.numberId, uses: [{ recipient: d.recipientE164, at: d.requestedAt ?? d.rejectedAt }] };
   }
   if (event.type === 'BulkRecipientsRejected') {
     const d = event.data as BulkEventData<'BulkRecipientsRejected'>;

@@ -63,6 +63,18 @@ export const usedSql = (n: string, e: string, s: string, x: string) => `(
   COALESCE((SELECT sum(m.recipients) FROM ${S}.quota_minutes m WHERE m.number_id = ${n} AND m.minute > ${e}), 0)
   + (SELECT count(*) FROM ${S}.quota_recipients q WHERE q.number_id = ${n} AND q.last_sent_at > ${s} AND q.last_sent_at < ${x}))::int`;
 
+/**
+ * SQL for the recipients of number `n` reserved by the single sends' quota gate (`public.send_quota_reservations`,
+ * live at `now`) that the read model does not have in the window after `s`: sends to new recipients at the provider
+ * near the limit (~30 s), and keyed sends answered 503 SEND_OUTCOME_UNKNOWN, held for the 24 h from their request until
+ * the read model has their recipient (docs/sends.md, "Quota gate"). What GET business-accounts adds to the window, so
+ * that it counts what the gate counts (`usedSql` is the read model's alone: the gate adds the reservations itself).
+ */
+export const reservedSql = (n: string, s: string, now: string) => `(
+  SELECT count(DISTINCT r.recipient)::int FROM public.send_quota_reservations r
+   WHERE r.number_id = ${n} AND r.expires_at > ${now}
+     AND NOT EXISTS (SELECT 1 FROM ${S}.quota_recipients q WHERE q.number_id = ${n} AND q.recipient = r.recipient AND q.last_sent_at > ${s}))`;
+
 /** Unique recipients `numberId` sent to in the 24 h before `now`. */
 export async function uniqueRecipientsSent24h(pool: Pool, numberId: number, now: Date): Promise<number> {
   const w = quotaWindow(now);
@@ -123,30 +135,38 @@ export interface BusinessAccounts {
 /**
  * The business-accounts view of a company in one query: the document the projection keeps per company (numbers
  * primary first, then by id, each with its APPROVED templates by name, language) and each number's unique
- * recipients of the rolling 24 h window. undefined when the company is unknown.
+ * recipients of the rolling 24 h window, with those the quota gate holds reserved (`reservedSql`: a keyed send whose
+ * outcome is unknown counts from its 503, as in the gate). undefined when the company is unknown. `quotaStableUntil`
+ * also ends when the first reservation expires (a reservation's insert and delete are not signalled to the cache,
+ * but for the 503's hold: an in-flight send near the limit may show, or not, for its ~30 s).
  */
 export async function getBusinessAccounts(pool: Pool, companyId: number, now: Date): Promise<BusinessAccounts | undefined> {
   const w = quotaWindow(now);
   const r = await pool.query({
     name: 'accounts_business_accounts',
     text: `SELECT c.name AS company_name, d.numbers,
-                  ARRAY(SELECT ${usedSql('u.id', '$2', '$3', '$4')} FROM unnest(d.number_ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord) AS used,
+                  ARRAY(SELECT ${usedSql('u.id', '$2', '$3', '$4')} + ${reservedSql('u.id', '$3', '$5')}
+                          FROM unnest(d.number_ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord) AS used,
                   (SELECT min(q.last_sent_at) FROM unnest(d.number_ids) AS u(id)
                      CROSS JOIN LATERAL (SELECT min(last_sent_at) AS last_sent_at FROM ${S}.quota_recipients
-                                          WHERE number_id = u.id AND last_sent_at > $3) q) AS first_in_window
+                                          WHERE number_id = u.id AND last_sent_at > $3) q) AS first_in_window,
+                  (SELECT min(r.expires_at) FROM unnest(d.number_ids) AS u(id)
+                     JOIN public.send_quota_reservations r ON r.number_id = u.id AND r.expires_at > $5) AS first_reservation_expiry
              FROM ${S}.companies c LEFT JOIN ${S}.docs d ON d.company_id = c.company_id
             WHERE c.company_id = $1`,
-    values: [companyId, w.edgeMinute, w.start, w.edgeEnd],
+    values: [companyId, w.edgeMinute, w.start, w.edgeEnd, now],
   });
   const row = r.rows[0];
   if (!row) return undefined;
   const numbers = (row.numbers ?? []) as Array<Omit<AccountPhoneNumber, 'quota'>>;
   const used = (row.used ?? []) as number[];
   const first = row.first_in_window as Date | null;
+  const reservationExpiry = row.first_reservation_expiry as Date | null;
+  const stable = [first ? first.getTime() + QUOTA_WINDOW_MS : undefined, reservationExpiry?.getTime()].filter((x) => x !== undefined);
   return {
     companyName: row.company_name,
     phoneNumbers: numbers.map(({ templates, ...n }, i) => ({ ...n, quota: computeQuota(n.messagingLimitTier, used[i] ?? 0), templates })),
-    quotaStableUntil: first ? first.getTime() + QUOTA_WINDOW_MS : undefined,
+    quotaStableUntil: stable.length > 0 ? Math.min(...stable) : undefined,
   };
 }
 

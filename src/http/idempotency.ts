@@ -16,7 +16,8 @@ import { requireCompany } from './auth';
 import { ApiError } from './errors';
 import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempotency-key';
 import { Wakeups } from '../shared/wakeups';
-import { canonicalJson } from '../shared/canonical-json';
+import { canonicalJson, canonicalJsonInTurns } from '../shared/canonical-json';
+import { isLargeBody, Turns } from '../shared/turns';
 import { IdempotencyStore, type KeyClaim, type KeyRecord, type StoredAnswer } from './idempotency-store';
 import { sealedBox } from '../shared/sealed-box';
 import { alsoDescribed, type HeaderDocs, withHeaderDocs } from './response-docs';
@@ -83,12 +84,30 @@ const replayedDoc: HeaderDocs = {
   },
 };
 
-export const fingerprintOf = (request: FastifyRequest): string =>
-  requestFingerprint(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null);
+/**
+ * The request's fingerprint (requestFingerprint). A small body (the hot path: keyed single sends) is fingerprinted
+ * in one piece, synchronously, as before; a large one (isLargeBody: a 10 MB send-bulk) by requestFingerprintInTurns,
+ * which gives the event loop turns and gives the same hex (docs/idempotency.md, "Fingerprint of a large body").
+ */
+export const fingerprintOf = (request: FastifyRequest): string | Promise<string> =>
+  isLargeBody(request.headers, request.body)
+    ? requestFingerprintInTurns(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null)
+    : requestFingerprint(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null);
 
 /** SHA-256 (hex) of a request: method, route, path parameters and body after validation, as canonical JSON */
 export const requestFingerprint = (method: string, route: string, params: unknown, body: unknown): string =>
   createHash('sha256').update(`${method} ${route}\n${canonicalJson(params)}\n${canonicalJson(body)}`).digest('hex');
+
+/**
+ * requestFingerprint in slices that give the event loop a turn between them: the canonical body is hashed piece by
+ * piece as it is written (SHA-256 of the pieces in order = SHA-256 of their concatenation; the pieces are whole
+ * JSON tokens, so their UTF-8 is the text's). Same hex as requestFingerprint, for every input.
+ */
+export async function requestFingerprintInTurns(method: string, route: string, params: unknown, body: unknown, turns: Turns = new Turns()): Promise<string> {
+  const hash = createHash('sha256').update(`${method} ${route}\n${canonicalJson(params)}\n`);
+  await canonicalJsonInTurns(body, (text) => hash.update(text), turns);
+  return hash.digest('hex');
+}
 
 /**
  * Whether an answer is kept for replays. Not kept: 5xx (the client may retry), 400 and 404 (the request itself was
@@ -119,7 +138,9 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     const key = validKeyOf(request);
     if (key === undefined) return;
     request.idempotencyKey = key;
-    request.idempotencyFingerprint = fingerprintOf(request);
+    const pending = fingerprintOf(request);
+    // a small body's fingerprint is a string: no await (the keyed single send's hot path)
+    request.idempotencyFingerprint = typeof pending === 'string' ? pending : await pending;
   };
 
   const preHandler: preHandlerHookHandler = async function (request, reply) {
@@ -127,7 +148,8 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     if (key === undefined) return;
     request.idempotencyKey = key;
     const { companyId } = requireCompany(request.apiKey!);
-    const fingerprint = fingerprintOf(request);
+    const pending = fingerprintOf(request);
+    const fingerprint = typeof pending === 'string' ? pending : await pending;
     const deadline = Date.now() + IN_FLIGHT_WAIT_MS;
     for (;;) {
       const result = await store.claim(companyId, key, fingerprint, services.now(), LEASE_MS);

@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { seedFixture } from '../../src/commands/provisioning/seed';
-import { Turns, TURN_MAX_ITEMS } from '../../src/commands/bulk/chunked';
+import { Turns, TURN_MAX_ITEMS } from '../../src/shared/turns';
 import {
   checkRecipients,
   checkRecipientsInTurns,
@@ -34,7 +34,9 @@ jest.mock('../../src/shared/phone', () => {
 
 type T = Awaited<ReturnType<typeof createTestApp>>;
 const BASE = '/api/v1/platform-templates';
-const N = 100_000;
+// enough recipients for several slices of TURN_MAX_ITEMS; 100,000 took over 30 s on a loaded machine, past the
+// server's idle-socket timeout (the connection was cut while the creation still ran)
+const N = 20_000;
 
 function send(url: string, method: string, path: string, body?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -51,7 +53,7 @@ function send(url: string, method: string, path: string, body?: string): Promise
   });
 }
 
-describe('send-bulk of 100,000 recipients gives the event loop turns', () => {
+describe('a large send-bulk (20,000 recipients) gives the event loop turns', () => {
   let t: T;
   let url: string;
 

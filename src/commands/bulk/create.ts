@@ -29,7 +29,7 @@ import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';
 import { deterministicUuid } from '../send/ids';
 import { bulkDecider, bulkStreamId, CHUNK_SIZE, chunkStreamId } from './decider';
-import { mapInTurns, Turns } from './chunked';
+import { mapInTurns, Turns } from '../../shared/turns';
 import { checkRecipientsInTurns, checkVariablesAndDeduplicate } from './input';
 import { kickDispatchers } from './signals';
 import { insertDraftJob, setJobState } from './work';

@@ -5,7 +5,7 @@
 import { normalizePhone } from '../../shared/phone';
 import { nestsDeeperThan } from '../../shared/storable';
 import { buildComponents, type TemplateShape } from '../send/components';
-import { forEachInTurns, Turns } from './chunked';
+import { forEachInTurns, Turns } from '../../shared/turns';
 
 export interface BulkRecipientInput {
   /** as submitted: `+` and digits */

@@ -3,6 +3,7 @@ import type { BulkEventData } from '../../events/bulk';
 import type { Services } from '../../services';
 import { normalizePhone } from '../../shared/phone';
 import { withTransaction } from '../../shared/tx';
+import { mapInTurns, Turns } from '../../shared/turns';
 import { chunkStreamId } from './decider';
 
 // ---------------------------------------------------------------- materialization (chunk streams → rows)
@@ -10,6 +11,9 @@ import { chunkStreamId } from './decider';
 /**
  * Copies the next `maxChunks` chunk streams of a job into work rows (phones normalized to E.164 for the
  * quota), under the job's row lock; idempotent. Returns the number of chunks now materialized.
+ * The chunk events carry each phone as the client sent it (events/bulk.ts: `+54…` without the 9 among them), so the
+ * E.164 form is computed here again; in slices that give the event loop a turn between them (docs/bulk.md, "Event
+ * loop"). The recipients are deduplicated, so their phone texts are distinct: no memo.
  */
 export async function materializeChunks(services: Services, bulkId: string, maxChunks: number): Promise<number> {
   return withTransaction(services.pool, async (client) => {
@@ -20,11 +24,13 @@ export async function materializeChunks(services: Services, bulkId: string, maxC
     const job = r.rows[0];
     if (!job) return 0;
     const upTo = Math.min(job.chunk_count, job.materialized_chunks + maxChunks);
+    const turns = new Turns();
     for (let chunk = job.materialized_chunks; chunk < upTo; chunk++) {
       const events = await services.store.readStream(chunkStreamId(bulkId, chunk));
       const added = events.find((e) => e.type === 'BulkRecipientsAdded');
       if (!added) throw new Error(`bulk ${bulkId}: chunk ${chunk} has no BulkRecipientsAdded event`);
       const d = added.data as BulkEventData<'BulkRecipientsAdded'>;
+      const e164s = await mapInTurns(d.recipients, (x) => normalizePhone(x.phone) ?? x.phone, turns);
       await client.query(
         `INSERT INTO bulk_work.recipients (bulk_id, idx, chunk, number_id, phone, e164, variables, button_variables)
          SELECT $1, r.idx, $2, $3, r.phone, r.e164, r.variables, r.button_variables
@@ -34,7 +40,7 @@ export async function materializeChunks(services: Services, bulkId: string, maxC
           bulkId, chunk, job.number_id,
           d.recipients.map((x) => x.index),
           d.recipients.map((x) => x.phone),
-          d.recipients.map((x) => normalizePhone(x.phone) ?? x.phone),
+          e164s,
           d.recipients.map((x) => JSON.stringify(x.variables)),
           d.recipients.map((x) => JSON.stringify(x.buttonVariables)),
         ],

@@ -1,6 +1,8 @@
 // Long loops of a request that give the event loop a turn between slices (docs/bulk.md, "Event loop"): a send-bulk
 // of 100,000 recipients checks, normalizes and deduplicates every one, seconds of work in one piece that held every
-// other request of the process (reads, /healthz, /readyz, other companies' sends) until it ended.
+// other request of the process (reads, /healthz, /readyz, other companies' sends) until it ended. Used by the
+// commands (the recipients' loops, the dispatcher's materialization) and by http (the body scan and the
+// Idempotency-Key fingerprint of a large body). Moved here from src/commands/bulk/chunked.ts.
 
 /** A slice ends after this many items at most (so a loop of more items always yields, whatever the machine's speed). */
 export const TURN_MAX_ITEMS = 2048;
@@ -52,4 +54,19 @@ export async function mapInTurns<T, U>(items: readonly T[], fn: (item: T, i: num
     out[i] = fn(items[i], i);
   }, turns);
   return out;
+}
+
+/** A request body above this many bytes (Content-Length) is scanned and fingerprinted in turns (docs/bulk.md,
+ * "Event loop"); at or below it, in one piece, as before (the common case: no extra await, no extra allocation). */
+export const LARGE_BODY_BYTES = 256 * 1024;
+
+/**
+ * Whether a request's body is large enough to be walked in turns: a Content-Length above LARGE_BODY_BYTES, or a body
+ * sent without Content-Length (chunked: its size is not known up front; rare from clients). A request without a body
+ * (undefined after parsing) never is.
+ */
+export function isLargeBody(headers: { 'content-length'?: string }, body: unknown): boolean {
+  if (body === undefined) return false;
+  const length = headers['content-length'];
+  return length === undefined || Number(length) > LARGE_BODY_BYTES;
 }

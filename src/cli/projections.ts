@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { CliUsageError } from './failure';
 import { allProjections, projectionByName } from '../projections/registry';
-import { interruptedRebuildNote, RebuildRunningError, rebuildInterrupted, rebuildProjection, rebuildRunning } from '../projections/rebuild';
+import { interruptedRebuildNote, RebuildRunningError, rebuildInterrupted, rebuildProjection, rebuildRunning, stoppedRebuildNote } from '../projections/rebuild';
 import { readCheckpoints } from '../projections/store';
 import { progress, progressDone, withCliRuntime } from './runtime';
 
@@ -74,6 +74,6 @@ export function registerProjectionCommands(program: Command): void {
         process.stdout.write(
           `rebuilt ${name} v${p.version}: ${result.read} events read, ${result.applied} applied in ${secs.toFixed(1)} s (${Math.round(result.read / Math.max(secs, 0.001))} events/s), swapped at ${result.position || '(start)'}\n`,
         );
-      }, interruptedRebuildNote(p));
+      }, stoppedRebuildNote(p));
     });
 }

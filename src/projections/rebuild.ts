@@ -105,6 +105,15 @@ export const interruptedRebuildNote = (p: Projection): string =>
   + `\`worker\` drops its partial tables (${rebuildSchemaOf(p)}), or run \`switchboard projections rebuild ${p.name}\` again`;
 
 /**
+ * What a `projections rebuild` stopped by a signal says: its stop ends the rebuild, which drops its partial tables
+ * through its guard's connection before the pools close; only a stop cut short (a second signal, past its time)
+ * leaves them, for the next start.
+ */
+export const stoppedRebuildNote = (p: Projection): string =>
+  `the rebuild stops before its swap: the live tables serve as before and its partial tables (${rebuildSchemaOf(p)}) are `
+  + `dropped (if this stop is cut short, by the next start of \`serve\` or \`worker\`); run \`switchboard projections rebuild ${p.name}\` again`;
+
+/**
  * Drops what an interrupted rebuild of `p` left (its fresh schema; its `rebuilding` state, back to `running` with
  * a note), holding the guard, so a rebuild running meanwhile is left alone: true when something was cleared.
  * `serve` and `worker` call it at start (a version change's rebuild then starts afresh at the first batch).

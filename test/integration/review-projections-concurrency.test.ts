@@ -107,14 +107,15 @@ describe('review: projections under two runtimes, late commits and killed connec
       for (let i = 0; going; i++) {
         chaosRounds = i;
         await sleep(25);
-        const pids = [...rt[i % 2].pids];
-        if (pids.length === 0) continue;
-        const pid = pids[i % pids.length];
-        const r = await db.pool.query('SELECT pg_terminate_backend($1) AS ok', [pid]).catch(() => ({ rows: [{ ok: false }] }));
-        if (r.rows[0].ok) terminated++;
         if (i === 60) {
           // an operator's `projections rebuild` of one of them, beside both runtimes (its pool is not terminated)
           rebuilds.push(rebuildProjection(appendPool, store, projections()[i % 2], { batchSize: 20 }));
+        }
+        const pids = [...rt[i % 2].pids];
+        if (pids.length > 0) {
+          const pid = pids[i % pids.length];
+          const r = await db.pool.query('SELECT pg_terminate_backend($1) AS ok', [pid]).catch(() => ({ rows: [{ ok: false }] }));
+          if (r.rows[0].ok) terminated++;
         }
         if (i % 40 === 39) {
           // a runtime restarts

@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Services } from '../services';
-import { START, type EventStore, type Position, type ReadAllBatch, type RecordedEvent } from '../ports/event-store';
+import { START, type Position, type ReadAllBatch, type RecordedEvent } from '../ports/event-store';
+import { type LogReader, unreadableError } from '../projections/projection';
 import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
 import { secondsBehind } from '../projections/store';
 import { inTransaction } from '../shared/tx';
@@ -101,7 +102,7 @@ const FULL_CHECK_EVERY_MS = 10_000;
  */
 export async function fanOutBatch(services: Services, batchSize: number, idle: IdleHint = {}): Promise<number> {
   const { nothingAfter, since = 0 } = idle;
-  if (nothingAfter !== undefined && Date.now() - since < FULL_CHECK_EVERY_MS && (await services.store.readAll(nothingAfter, 1)).events.length === 0) return 0;
+  if (nothingAfter !== undefined && Date.now() - since < FULL_CHECK_EVERY_MS && (await services.runner.reader.readAll(nothingAfter, 1)).events.length === 0) return 0;
   idle.nothingAfter = undefined;
   const client = await services.pool.connect();
   let locked = false;
@@ -110,7 +111,10 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     locked = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [LOCK])).rows[0].ok;
     if (!locked) return 0;
     const position = (await checkpointOf(client))!; // the row is made before the fan-out's first batch
-    const { batch, read } = await readWholeUpserts(services.store, position, batchSize);
+    // the log as the projections read it: an event its schema refuses stops the fan-out only if it is one it fans out
+    const whole = await readWholeUpserts(services.runner.reader, position, batchSize);
+    const batch = beforeUnreadable(whole.batch);
+    const read = batch === whole.batch ? whole.read : batch.events.length;
     if (batch.events.length === 0) {
       idle.nothingAfter = position;
       idle.since = Date.now();
@@ -162,7 +166,7 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
  * alone, reads on to its end. An append commits whole, so a read that comes back short ends with a whole upsert.
  * `read`: how many events were read from the log.
  */
-async function readWholeUpserts(store: EventStore, position: Position, batchSize: number): Promise<{ batch: ReadAllBatch; read: number }> {
+async function readWholeUpserts(store: LogReader, position: Position, batchSize: number): Promise<{ batch: ReadAllBatch; read: number }> {
   const first = await store.readAll(position, batchSize + 1);
   let read = first.events.length;
   if (read <= batchSize) return { batch: first, read };
@@ -182,6 +186,19 @@ async function readWholeUpserts(store: EventStore, position: Position, batchSize
 }
 
 const batchOf = (events: RecordedEvent[]): ReadAllBatch => ({ events, nextPosition: events[events.length - 1].position });
+
+/**
+ * The batch up to the first event of a type the fan-out turns into webhooks that could not be read (its schema
+ * refuses it: `upcastingReader`): fanned out up to just before it, then failing on it (the loop logs and retries)
+ * until it can be read, so no client's webhook is skipped. An unreadable event of another type is passed over, as the
+ * fan-out passes over every event of those types; before, any such event stopped every client's webhooks.
+ */
+function beforeUnreadable(batch: ReadAllBatch): ReadAllBatch {
+  const i = batch.events.findIndex((e) => SOURCE_EVENT_TYPES.includes(e.type) && unreadableError(e) !== undefined);
+  if (i < 0) return batch;
+  if (i === 0) throw unreadableError(batch.events[0])!;
+  return batchOf(batch.events.slice(0, i));
+}
 
 // In-process nudge: deliveries were queued unclaimed; the sender of this process claims them at once instead of at
 // its next poll.

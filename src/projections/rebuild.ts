@@ -3,6 +3,7 @@ import { type Position, START } from '../ports/event-store';
 import { applyHandled, type LogReader, rebuildSchemaOf, type Projection } from './projection';
 import { createTables, lockKeyOf, readCheckpoint } from './store';
 import { analyzeSchema } from './statistics';
+import { ACCOUNTS_CHANGED_CHANNEL, BUSINESS_CHANGED_CHANNEL, CONTACTS_CHANGED_CHANNEL } from './change-signals';
 import { inTransaction, withSessionLock } from '../shared/tx';
 
 export interface RebuildProgress {
@@ -12,6 +13,8 @@ export interface RebuildProgress {
 }
 
 const BATCH = 2000;
+/** The read caches' change channels (src/projections/change-signals.ts), each told `*` (everything) at a swap. */
+const SWAPPED_NOTIFIES = [BUSINESS_CHANGED_CHANNEL, ACCOUNTS_CHANGED_CHANNEL, CONTACTS_CHANGED_CHANNEL];
 /** at most this many replays up to the head before the locked step (each bounded by the head at its start) */
 const CATCH_UP_ROUNDS = 3;
 
@@ -215,6 +218,9 @@ async function replayAndSwap(
           WHERE name = $1`,
         [p.name, progress.position, p.version],
       );
+      // the read caches drop everything at the swap's commit: what they hold was read from the tables just dropped
+      // (a version change may show other data), and no per-company notification says so
+      await tx.query(`SELECT pg_notify(c, '*') FROM unnest($1::text[]) AS c`, [SWAPPED_NOTIFIES]);
     });
     return progress;
   } catch (err) {

@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import type { EventStore, RecordedEvent } from '../ports/event-store';
+import type { EventStore, ReadAllBatch, RecordedEvent } from '../ports/event-store';
 
 /**
  * A read model: its tables live in their own Postgres schema (`schema`). `ddl` and `apply` use unqualified
@@ -33,9 +33,6 @@ export type LogReader = Pick<EventStore, 'readAll' | 'headPosition' | 'comparePo
 /** Events of a log read through `upcastingReader` that could not be upcast (their schema refuses them): the error. */
 const unreadable = new WeakMap<RecordedEvent, Error>();
 
-/** Why `event` could not be read (upcast or validated), when it could not. */
-export const unreadableError = (event: RecordedEvent): Error | undefined => unreadable.get(event);
-
 /**
  * The log of `store` (the adapter itself) with each event upcast on its own (`upcast`: the event registry's, which
  * also validates): an event that cannot be is returned as stored and marked, rather than failing the whole read, so
@@ -59,6 +56,19 @@ export function upcastingReader(store: EventStore, upcast: (event: RecordedEvent
     headPosition: () => store.headPosition(),
     comparePositions: (a, b) => store.comparePositions(a, b),
   };
+}
+
+/**
+ * `batch` up to the first event of one of `types` that could not be read (`upcastingReader`), which a reader of those
+ * types must not skip: it goes up to just before it, then fails on it (that event's error, thrown when it is the
+ * first) until it can be read. Unreadable events of other types pass. The projection runner (`types`: a projection's
+ * handled types) and the webhook fan-out (the types it turns into webhooks) read the log this way.
+ */
+export function upToUnreadable(batch: ReadAllBatch, types: readonly string[]): ReadAllBatch {
+  const i = batch.events.findIndex((e) => types.includes(e.type) && unreadable.has(e));
+  if (i < 0) return batch;
+  if (i === 0) throw unreadable.get(batch.events[0])!;
+  return { events: batch.events.slice(0, i), nextPosition: batch.events[i - 1].position };
 }
 
 /**

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Pool, PoolClient } from 'pg';
 import { StatisticsKeeper } from '../projections/statistics';
 import { type EventStore, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
-import { applyHandled, appliesTo, type LogReader, type Projection, unreadableError, upcastingReader } from '../projections/projection';
+import { applyHandled, appliesTo, type LogReader, type Projection, upcastingReader, upToUnreadable } from '../projections/projection';
 import { ensureProjection, readCheckpoint, readCheckpoints } from '../projections/store';
 import { clearInterruptedRebuild, rebuildForVersionChange } from '../projections/rebuild';
 import { ReadModelTimeoutError } from '../ports/read-models';
@@ -279,16 +279,14 @@ export class ProjectionRunner {
     return applied === 'moved' ? (retried ? 0 : this.runBatch(p, true)) : applied;
   }
 
-  /**
-   * The batch up to the first event of a type `p` handles that could not be read (`options.upcast`), which it must
-   * not skip: applied up to just before it, then failing on it (its error recorded) until it can be read.
-   */
+  /** `upToUnreadable` of `p`'s types; a transaction the last commit opened is not kept when it fails. */
   private async beforeUnreadable(p: Projection, batch: ReadAllBatch): Promise<ReadAllBatch> {
-    const i = batch.events.findIndex((e) => p.handles.includes(e.type) && unreadableError(e) !== undefined);
-    if (i < 0) return batch;
-    if (i > 0) return { events: batch.events.slice(0, i), nextPosition: batch.events[i - 1].position };
-    await this.discardPreopened(p.name);
-    throw unreadableError(batch.events[0])!;
+    try {
+      return upToUnreadable(batch, p.handles);
+    } catch (err) {
+      await this.discardPreopened(p.name);
+      throw err;
+    }
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Services } from '../services';
 import { START, type Position, type ReadAllBatch, type RecordedEvent } from '../ports/event-store';
-import { type LogReader, unreadableError } from '../projections/projection';
+import { type LogReader, upToUnreadable } from '../projections/projection';
 import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
 import { secondsBehind } from '../projections/store';
 import { inTransaction } from '../shared/tx';
@@ -113,7 +113,8 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     const position = (await checkpointOf(client))!; // the row is made before the fan-out's first batch
     // the log as the projections read it: an event its schema refuses stops the fan-out only if it is one it fans out
     const whole = await readWholeUpserts(services.runner.reader, position, batchSize);
-    const batch = beforeUnreadable(whole.batch);
+    // an unreadable event it fans out stops it just before it (no client's webhook skipped); others are passed over
+    const batch = upToUnreadable(whole.batch, SOURCE_EVENT_TYPES);
     const read = batch === whole.batch ? whole.read : batch.events.length;
     if (batch.events.length === 0) {
       idle.nothingAfter = position;
@@ -186,19 +187,6 @@ async function readWholeUpserts(store: LogReader, position: Position, batchSize:
 }
 
 const batchOf = (events: RecordedEvent[]): ReadAllBatch => ({ events, nextPosition: events[events.length - 1].position });
-
-/**
- * The batch up to the first event of a type the fan-out turns into webhooks that could not be read (its schema
- * refuses it: `upcastingReader`): fanned out up to just before it, then failing on it (the loop logs and retries)
- * until it can be read, so no client's webhook is skipped. An unreadable event of another type is passed over, as the
- * fan-out passes over every event of those types; before, any such event stopped every client's webhooks.
- */
-function beforeUnreadable(batch: ReadAllBatch): ReadAllBatch {
-  const i = batch.events.findIndex((e) => SOURCE_EVENT_TYPES.includes(e.type) && unreadableError(e) !== undefined);
-  if (i < 0) return batch;
-  if (i === 0) throw unreadableError(batch.events[0])!;
-  return batchOf(batch.events.slice(0, i));
-}
 
 // In-process nudge: deliveries were queued unclaimed; the sender of this process claims them at once instead of at
 // its next poll.

@@ -1,6 +1,7 @@
-import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import type { Pool, QueryResultRow } from 'pg';
 import { listCompanyRateLimits } from '../projections/ratelimits/queries';
 import { oneAtATime } from '../shared/one-at-a-time';
+import { timedQuery } from '../shared/timed-query';
 
 // Request counts per API key in fixed windows aligned to the epoch (so every process agrees where a window
 // starts), counted in memory and synchronised with Postgres every `syncMs`: one statement adds this process's
@@ -142,8 +143,7 @@ export class RateLimitCounter {
 
   /** One statement, failed when unanswered for the query timeout (the connection is then dropped by the pool). */
   private query<R extends QueryResultRow>(text: string, values: unknown[]) {
-    // pg reads `query_timeout` from a query's config too; its types list it only for the client's
-    return this.pool.query<R>({ text, values, query_timeout: this.queryTimeoutMs } as QueryConfig);
+    return this.pool.query<R>(timedQuery(text, this.queryTimeoutMs, values));
   }
 
   private get queryTimeoutMs(): number {
@@ -164,12 +164,9 @@ export class RateLimitCounter {
     const client = await this.pool.connect();
     let failed = false;
     try {
-      // pg reads `query_timeout` from a query's config too; its types list it only for the client's
-      await client.query({ text: `BEGIN; SET LOCAL statement_timeout = ${serverMs}`, query_timeout: this.queryTimeoutMs } as QueryConfig);
-      const result = await client.query<{ key: string; window_start: string; count: string }>(
-        { text: SYNC, values, query_timeout: this.queryTimeoutMs } as QueryConfig,
-      );
-      await client.query({ text: 'COMMIT', query_timeout: this.queryTimeoutMs } as QueryConfig);
+      await client.query(timedQuery(`BEGIN; SET LOCAL statement_timeout = ${serverMs}`, this.queryTimeoutMs));
+      const result = await client.query<{ key: string; window_start: string; count: string }>(timedQuery(SYNC, this.queryTimeoutMs, values));
+      await client.query(timedQuery('COMMIT', this.queryTimeoutMs));
       return result;
     } catch (err) {
       failed = true;

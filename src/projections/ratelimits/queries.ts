@@ -1,4 +1,5 @@
-import type { Pool, QueryConfig } from 'pg';
+import type { Pool } from 'pg';
+import { timedQuery } from '../../shared/timed-query';
 
 export interface CompanyRateLimit {
   companyId: number;
@@ -12,7 +13,6 @@ export interface CompanyRateLimit {
  */
 export async function listCompanyRateLimits(pool: Pool, options: { queryTimeoutMs?: number } = {}): Promise<CompanyRateLimit[]> {
   const text = 'SELECT company_id, per_minute, set_at FROM rm_ratelimits.company_limits ORDER BY company_id';
-  // pg reads `query_timeout` from a query's config too; its types list it only for the client's
-  const { rows } = await pool.query({ text, query_timeout: options.queryTimeoutMs } as QueryConfig);
+  const { rows } = await pool.query(timedQuery(text, options.queryTimeoutMs));
   return rows.map((r) => ({ companyId: r.company_id, perMinute: r.per_minute, setAt: r.set_at }));
 }

@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import { type Command, InvalidArgumentError } from 'commander';
-import { type EventStore, InvalidPositionError, type Position, type ReadAllBatch, START } from '../ports/event-store';
+import { InvalidPositionError, type Position, type ReadAllBatch, type RecordedEvent, START } from '../ports/event-store';
 import { createEventRegistry } from '../events/catalogue';
-import { InvalidEventError } from '../events/registry';
+import { type LogReader, UnreadableEventError, upToUnreadable } from '../projections/projection';
 import { positiveInt } from './args';
 import { CliUsageError } from './failure';
 import { progress, progressDone, withCliRuntime } from './runtime';
@@ -52,36 +52,37 @@ function outputFailure(err: NodeJS.ErrnoException): CliUsageError {
   );
 }
 
-/** A stored event its schema (after upcasting) refuses: the read of a batch holding it fails as a whole. */
-class UnreadableEvent extends Error {
-  constructor(readonly after: Position, readonly refusal: InvalidEventError) {
-    super(refusal.message);
-  }
-}
-
 /**
  * The next batch of the log. The store parses the position before it reads anything: only `--from` can be text
  * that is not one of its positions (every later one comes from the store), so its refusal names `--from`.
  */
-async function readBatch(store: EventStore, after: Position, size: number): Promise<ReadAllBatch> {
+async function readBatch(reader: LogReader, kind: string, after: Position, size: number): Promise<ReadAllBatch> {
   try {
-    return await store.readAll(after, size);
+    return await reader.readAll(after, size);
   } catch (err) {
-    if (err instanceof InvalidEventError) throw new UnreadableEvent(after, err);
     if (!(err instanceof InvalidPositionError)) throw err;
     throw new CliUsageError(
-      `--from ${JSON.stringify(err.position)} is not a position of the ${store.kind} event store: expected ${err.expected} (the "position" of an exported line)`,
+      `--from ${JSON.stringify(err.position)} is not a position of the ${kind} event store: expected ${err.expected} (the "position" of an exported line)`,
     );
   }
 }
 
-function unreadable(e: UnreadableEvent): CliUsageError {
-  const from = JSON.stringify(e.after);
+function unreadable(after: Position, e: UnreadableEventError): CliUsageError {
+  const from = JSON.stringify(after);
   return new CliUsageError(
     `the event after position ${from} cannot be exported: ${e.refusal.message}; the lines before it are complete `
       + `(it needs an upcaster or a fix of the stored event; then resume with --from ${from})`,
   );
 }
+
+/** Whether the export writes `e`: its type among `--type`, its company among `--company` (none: every one). */
+const exportFilter = (types: Set<string> | undefined, companies: Set<number> | undefined) => (e: RecordedEvent): boolean => {
+  if (types && !types.has(e.type)) return false;
+  if (!companies) return true;
+  // an unreadable event's metadata is as stored: a company id that is not a number may be any company's
+  const company: unknown = e.metadata.companyId;
+  return company !== null && (typeof company !== 'number' || companies.has(company));
+};
 
 export function registerEventCommands(program: Command): void {
   const events = program.command('events').description('the event log, for analytics replay');
@@ -103,24 +104,22 @@ export function registerEventCommands(program: Command): void {
         let written = 0;
         let scanned = 0;
         let resumeFrom = position;
-        // a batch holding an event its schema refuses is read again one event at a time, up to that event
-        let size = BATCH;
+        const exported = exportFilter(types, companies);
         while (written < limit && !output.failed()) {
+          // each event is upcast on its own: one its schema refuses stops the export just before it only when the
+          // export would write it (the log's reader used to fail the whole read, whatever the filters)
           let batch: ReadAllBatch;
           try {
-            batch = await readBatch(s.store, position, size);
+            batch = upToUnreadable(await readBatch(s.runner.reader, s.store.kind, position, BATCH), exported);
           } catch (err) {
-            if (!(err instanceof UnreadableEvent)) throw err;
-            if (size === 1) throw unreadable(err);
-            size = 1;
-            continue;
+            if (err instanceof UnreadableEventError) throw unreadable(position, err);
+            throw err;
           }
           if (batch.events.length === 0) break;
           for (const e of batch.events) {
             scanned++;
             resumeFrom = e.position;
-            if (types && !types.has(e.type)) continue;
-            if (companies && (e.metadata.companyId === null || !companies.has(e.metadata.companyId))) continue;
+            if (!exported(e)) continue;
             const line = JSON.stringify({ position: e.position, stream: e.streamId, revision: e.revision.toString(), type: e.type, data: e.data, metadata: e.metadata });
             if (!process.stdout.write(`${line}\n`)) await output.drained();
             if (output.failed()) break;

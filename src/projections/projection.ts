@@ -30,8 +30,15 @@ export interface Projection {
 /** What a projection runner and a rebuild read of the log. */
 export type LogReader = Pick<EventStore, 'readAll' | 'headPosition' | 'comparePositions'>;
 
+/** A stored event its schema (after upcasting) refuses: `refusal` says why. */
+export class UnreadableEventError extends Error {
+  constructor(readonly event: RecordedEvent, readonly refusal: Error) {
+    super(`event ${event.position} (${event.type}, stream ${event.streamId}) cannot be read: ${refusal.message}`);
+  }
+}
+
 /** Events of a log read through `upcastingReader` that could not be upcast (their schema refuses them): the error. */
-const unreadable = new WeakMap<RecordedEvent, Error>();
+const unreadable = new WeakMap<RecordedEvent, UnreadableEventError>();
 
 /**
  * The log of `store` (the adapter itself) with each event upcast on its own (`upcast`: the event registry's, which
@@ -44,7 +51,7 @@ export function upcastingReader(store: EventStore, upcast: (event: RecordedEvent
     try {
       return upcast(e);
     } catch (err) {
-      unreadable.set(e, new Error(`event ${e.position} (${e.type}, stream ${e.streamId}) cannot be read: ${(err as Error)?.message ?? err}`));
+      unreadable.set(e, new UnreadableEventError(e, err instanceof Error ? err : new Error(String(err))));
       return e;
     }
   };
@@ -59,13 +66,14 @@ export function upcastingReader(store: EventStore, upcast: (event: RecordedEvent
 }
 
 /**
- * `batch` up to the first event of one of `types` that could not be read (`upcastingReader`), which a reader of those
- * types must not skip: it goes up to just before it, then fails on it (that event's error, thrown when it is the
- * first) until it can be read. Unreadable events of other types pass. The projection runner (`types`: a projection's
- * handled types) and the webhook fan-out (the types it turns into webhooks) read the log this way.
+ * `batch` up to the first event that could not be read (`upcastingReader`) and that the reader `reads`, which it must
+ * not skip: it goes up to just before it, then fails on it (that event's UnreadableEventError, thrown when it is the
+ * first) until it can be read. Unreadable events it does not read pass. The projection runner (a projection's
+ * handled types), the webhook fan-out (the types it turns into webhooks) and `events export` (its filters) read the
+ * log this way.
  */
-export function upToUnreadable(batch: ReadAllBatch, types: readonly string[]): ReadAllBatch {
-  const i = batch.events.findIndex((e) => types.includes(e.type) && unreadable.has(e));
+export function upToUnreadable(batch: ReadAllBatch, reads: (event: RecordedEvent) => boolean): ReadAllBatch {
+  const i = batch.events.findIndex((e) => unreadable.has(e) && reads(e));
   if (i < 0) return batch;
   if (i === 0) throw unreadable.get(batch.events[0])!;
   return { events: batch.events.slice(0, i), nextPosition: batch.events[i - 1].position };

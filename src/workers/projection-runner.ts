@@ -282,7 +282,7 @@ export class ProjectionRunner {
   /** `upToUnreadable` of `p`'s types; a transaction the last commit opened is not kept when it fails. */
   private async beforeUnreadable(p: Projection, batch: ReadAllBatch): Promise<ReadAllBatch> {
     try {
-      return upToUnreadable(batch, p.handles);
+      return upToUnreadable(batch, (e) => p.handles.includes(e.type));
     } catch (err) {
       await this.discardPreopened(p.name);
       throw err;

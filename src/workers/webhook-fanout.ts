@@ -114,7 +114,7 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     // the log as the projections read it: an event its schema refuses stops the fan-out only if it is one it fans out
     const whole = await readWholeUpserts(services.runner.reader, position, batchSize);
     // an unreadable event it fans out stops it just before it (no client's webhook skipped); others are passed over
-    const batch = upToUnreadable(whole.batch, SOURCE_EVENT_TYPES);
+    const batch = upToUnreadable(whole.batch, (e) => SOURCE_EVENT_TYPES.includes(e.type));
     const read = batch === whole.batch ? whole.read : batch.events.length;
     if (batch.events.length === 0) {
       idle.nothingAfter = position;

@@ -15,6 +15,7 @@ import { createEventRegistry } from './events/catalogue';
 import { ValidatingEventStore } from './events/validating-store';
 import { buildApp } from './http/app';
 import { buildOpsApp } from './http/ops-app';
+import { createProcessLogger, httpLoggerOptions } from './observability/logging';
 import type { EventStore } from './ports/event-store';
 import type { MessagingProvider } from './ports/provider';
 import type { RecordTransport } from './ports/transport';
@@ -184,9 +185,12 @@ async function closeWithin(app: FastifyInstance, ms: number, logger: Logger): Pr
   await closed;
 }
 
-/** The process's logger (pino at LOG_LEVEL, API keys redacted), to `output` (serve, worker: src/cli/log-output.ts) or stdout. */
+/**
+ * The process's logger (pino at LOG_LEVEL; credentials, signatures and Postgres row values kept out:
+ * src/observability/logging.ts), to `output` (serve, worker: src/cli/log-output.ts) or stdout.
+ */
 export function createLogger(config: Config, output?: DestinationStream): Logger {
-  return pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'headers["x-api-key"]'] }, output);
+  return createProcessLogger(config.logLevel, output);
 }
 
 /** Where `logger` writes: the HTTP loggers write there too, not to an output of their own. */
@@ -267,7 +271,7 @@ export async function startRuntime(config: Config, role: Role, options: { logger
     let app: FastifyInstance | undefined;
     let url: string | undefined;
     if (role === 'serve') {
-      app = await buildApp(services, { logger: { level: config.logLevel, redact: ['req.headers["x-api-key"]'], stream: outputOf(logger) } });
+      app = await buildApp(services, { logger: httpLoggerOptions(config.logLevel, outputOf(logger)) });
       // Closing the app first: stop taking requests, let in-flight ones finish.
       cleanups.push(() => closeWithin(app!, HTTP_DRAIN_MS, logger));
       url = await startupStep('http', `${config.http.host}:${config.http.port}`, () => app!.listen({ port: config.http.port, host: config.http.host }));
@@ -276,7 +280,7 @@ export async function startRuntime(config: Config, role: Role, options: { logger
     let ops: FastifyInstance | undefined;
     const opsPort = config.worker.opsPort;
     if (role === 'worker' && opsPort !== undefined) {
-      ops = await buildOpsApp(services, { logger: { level: config.logLevel, stream: outputOf(logger) } });
+      ops = await buildOpsApp(services, { logger: httpLoggerOptions(config.logLevel, outputOf(logger)) });
       cleanups.push(() => closeWithin(ops!, HTTP_DRAIN_MS, logger));
       opsUrl = await startupStep('ops-http', `${config.http.host}:${opsPort}`, () => ops!.listen({ port: opsPort, host: config.http.host }));
     }

@@ -97,9 +97,19 @@ async function publishNotifications(services: Services, records: OutgoingRecord[
     ]);
     for (const reference of references) {
       services.metrics.deadLetters.labels(PROVIDER_WEBHOOK_TOPIC).inc();
-      log.warn({ topic: PROVIDER_WEBHOOK_TOPIC, notification: reference.value, reason: reference.headers?.['x-dlq-reason'] }, 'provider notification too large for the transport: dead-lettered as a reference');
+      log.warn({ topic: PROVIDER_WEBHOOK_TOPIC, notification: withoutCustomerPhone(reference.value), reason: reference.headers?.['x-dlq-reason'] }, 'provider notification too large for the transport: dead-lettered as a reference');
     }
   }
+}
+
+/**
+ * The reference as the log shows it: without the customer's phone number (a status's `recipientId`, a message's
+ * `from`), which only the dead-letter record keeps (docs/reliability.md, "What is logged (2026-11-28)").
+ */
+function withoutCustomerPhone(reference: unknown): unknown {
+  if (!isObject(reference)) return reference;
+  const { recipientId: _recipientId, from: _from, ...rest } = reference;
+  return rest;
 }
 
 /** A reference to a record too large to be carried: its key, identifying fields and size, with the reason. */

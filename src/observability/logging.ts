@@ -1,0 +1,88 @@
+// What the logs may hold (docs/reliability.md, "What is logged (2026-11-28)"): the options every pino logger of the
+// process is built with, the process's own (src/main.ts: workers, runner, start-up) and the HTTP listeners' (the
+// API app and a worker's ops listener), so all three redact and serialize alike.
+import pino, { type DestinationStream, type LoggerOptions } from 'pino';
+
+/** Request headers that carry a credential or a signature: never written to a log, wherever a header set is logged. */
+export const SECRET_HEADERS = [
+  'x-api-key',
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+  'webhook-signature',
+  'x-hub-signature-256',
+  'x-hub-signature',
+] as const;
+
+/** Where a header set is found in a log line: `{ headers }`, `{ req: { headers } }`, `{ res: { headers } }`. */
+export const REDACT_PATHS: string[] = SECRET_HEADERS.flatMap((h) => [`headers["${h}"]`, `req.headers["${h}"]`, `res.headers["${h}"]`]);
+
+/**
+ * Fields of a Postgres error (pg's DatabaseError) that can hold row values: `detail` ("Key (phone)=(+49…) already
+ * exists", "Failing row contains (…)": phone numbers, contact fields, message bodies), `where` and `internalQuery`
+ * (a PL/pgSQL context or statement, with its values). The message, code, table, column and constraint stay.
+ */
+const ROW_VALUE_FIELDS = ['detail', 'where', 'internalQuery'] as const;
+export const REDACTED = '[redacted]';
+
+/** pino's error serializer, without the Postgres fields above (in the error and in the errors it holds). */
+export function serializeError(err: unknown): unknown {
+  const out = pino.stdSerializers.err(err as Error) as unknown;
+  if (out === err || out === null || typeof out !== 'object') return out;
+  const serializedProto = Object.getPrototypeOf(out);
+  const scrub = (e: Record<string, unknown>, depth: number) => {
+    for (const field of ROW_VALUE_FIELDS) if (e[field] !== undefined && e[field] !== null) e[field] = REDACTED;
+    if (depth > 8) return;
+    for (const value of Object.values(e)) {
+      if (Array.isArray(value)) {
+        for (const v of value) if (v && typeof v === 'object' && Object.getPrototypeOf(v) === serializedProto) scrub(v as Record<string, unknown>, depth + 1);
+      } else if (value && typeof value === 'object' && Object.getPrototypeOf(value) === serializedProto) {
+        scrub(value as Record<string, unknown>, depth + 1);
+      }
+    }
+  };
+  scrub(out as Record<string, unknown>, 0);
+  return out;
+}
+
+interface RequestLike {
+  method?: string;
+  url?: string;
+  host?: string;
+  ip?: string;
+  headers?: Record<string, unknown>;
+  socket?: { remoteAddress?: string; remotePort?: number };
+}
+
+/**
+ * A request as an access log line shows it: fastify's fields, but the URL without its query string, which can hold
+ * a phone number (`/api/v1/contact-lookup/?phone=…`) or the provider's verify token (`hub.verify_token=…`).
+ */
+export function serializeRequest(req: RequestLike): Record<string, unknown> {
+  const url = typeof req.url === 'string' ? req.url : undefined;
+  const at = url?.indexOf('?') ?? -1;
+  return {
+    method: req.method,
+    url: url === undefined || at < 0 ? url : `${url.slice(0, at)}?${REDACTED}`,
+    host: req.host ?? req.headers?.host,
+    remoteAddress: req.ip ?? req.socket?.remoteAddress,
+    remotePort: req.socket?.remotePort,
+  };
+}
+
+const shared = (level: string): LoggerOptions => ({
+  level,
+  redact: { paths: REDACT_PATHS, censor: REDACTED },
+  serializers: { err: serializeError, req: serializeRequest as never },
+});
+
+/** The process's logger (serve, worker, the CLI's commands). */
+export function createProcessLogger(level: string, output?: DestinationStream): pino.Logger {
+  return output ? pino(shared(level), output) : pino(shared(level));
+}
+
+/** fastify's `logger` option for the API app and the ops listener, writing to `stream`. */
+export function httpLoggerOptions(level: string, stream?: DestinationStream): LoggerOptions & { stream?: DestinationStream } {
+  return { ...shared(level), ...(stream ? { stream } : {}) };
+}

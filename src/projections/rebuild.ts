@@ -4,6 +4,7 @@ import { applyHandled, type LogReader, rebuildSchemaOf, type Projection } from '
 import { createTables, lockKeyOf, readCheckpoint } from './store';
 import { analyzeSchema } from './statistics';
 import { ACCOUNTS_CHANGED_CHANNEL, BUSINESS_CHANGED_CHANNEL, CONTACTS_CHANGED_CHANNEL } from './change-signals';
+import { API_KEYS_CHANGED_CHANNEL } from './apikeys/projection';
 import { inTransaction, withSessionLock } from '../shared/tx';
 
 export interface RebuildProgress {
@@ -13,8 +14,14 @@ export interface RebuildProgress {
 }
 
 const BATCH = 2000;
-/** The read caches' change channels (src/projections/change-signals.ts), each told `*` (everything) at a swap. */
-const SWAPPED_NOTIFIES = [BUSINESS_CHANGED_CHANNEL, ACCOUNTS_CHANGED_CHANNEL, CONTACTS_CHANGED_CHANNEL];
+/**
+ * The read caches' change channels, each told "everything" at a swap: `*` for the business, accounts and contacts
+ * caches (src/projections/change-signals.ts); no payload for the API-key cache (src/http/api-key-cache.ts: its
+ * payloads are key hashes, so `*` would drop nothing there; regression review 13, 2026-11-28).
+ */
+const SWAPPED_NOTIFIES: ReadonlyArray<readonly [channel: string, payload: string]> = [
+  [BUSINESS_CHANGED_CHANNEL, '*'], [ACCOUNTS_CHANGED_CHANNEL, '*'], [CONTACTS_CHANGED_CHANNEL, '*'], [API_KEYS_CHANGED_CHANNEL, ''],
+];
 /** at most this many replays up to the head before the locked step (each bounded by the head at its start) */
 const CATCH_UP_ROUNDS = 3;
 
@@ -220,7 +227,9 @@ async function replayAndSwap(
       );
       // the read caches drop everything at the swap's commit: what they hold was read from the tables just dropped
       // (a version change may show other data), and no per-company notification says so
-      await tx.query(`SELECT pg_notify(c, '*') FROM unnest($1::text[]) AS c`, [SWAPPED_NOTIFIES]);
+      await tx.query(`SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)`, [
+        SWAPPED_NOTIFIES.map(([c]) => c), SWAPPED_NOTIFIES.map(([, p]) => p),
+      ]);
     });
     return progress;
   } catch (err) {

@@ -112,9 +112,11 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     if (!locked) return 0;
     const position = (await checkpointOf(client))!; // the row is made before the fan-out's first batch
     // the log as the projections read it: an event its schema refuses stops the fan-out only if it is one it fans out
+    // or one its read models handle (`reads`)
     const whole = await readWholeUpserts(services.runner.reader, position, batchSize);
-    // an unreadable event it fans out stops it just before it (no client's webhook skipped); others are passed over
-    const batch = upToUnreadable(whole.batch, (e) => SOURCE_EVENT_TYPES.includes(e.type));
+    // such an event stops it just before it, or before its contact upsert (no client's webhook skipped or split);
+    // others are passed over
+    const batch = beforeUnreadable(whole.batch);
     const read = batch === whole.batch ? whole.read : batch.events.length;
     if (batch.events.length === 0) {
       idle.nothingAfter = position;
@@ -187,6 +189,35 @@ async function readWholeUpserts(store: LogReader, position: Position, batchSize:
 }
 
 const batchOf = (events: RecordedEvent[]): ReadAllBatch => ({ events, nextPosition: events[events.length - 1].position });
+
+/** the read models the fan-out waits for before it builds a batch's webhooks (each stops before an unreadable event it handles) */
+const READ_MODELS = [webhooksProjection, sendsProjection, bulkProjection];
+
+/**
+ * Whether the fan-out must not pass `e` unread: it turns events of its type into webhooks, or one of the read models
+ * it waits for handles it. Such a read model stops just before an unreadable event of its types, and the fan-out,
+ * which waits for it to pass the batch's end, failed each batch holding one after a 30-s wait, with the webhooks of
+ * the events before it (regression review 13, 2026-11-28).
+ */
+const reads = (e: RecordedEvent): boolean => SOURCE_EVENT_TYPES.includes(e.type) || READ_MODELS.some((p) => p.handles.includes(e.type));
+
+/**
+ * `upToUnreadable` of the events the fan-out reads (`reads`), never ending inside a contact upsert: when the
+ * unreadable event belongs to one (one append of the contact's stream, one contact.upserted), the batch ends before
+ * the upsert's first event, and fails on the unreadable event when the upsert begins the batch. Cut inside it, the
+ * upsert gave two webhooks (regression review 13, 2026-11-28): a contact.upserted of its first events, without the
+ * unreadable one's field, and, once that could be read, another (`created: false`, another webhook-id) of the rest.
+ */
+function beforeUnreadable(whole: ReadAllBatch): ReadAllBatch {
+  const batch = upToUnreadable(whole, reads);
+  const n = batch.events.length;
+  if (batch === whole || !continuesUpsert(batch.events[n - 1], whole.events[n])) return batch;
+  let start = n - 1;
+  while (start > 0 && continuesUpsert(batch.events[start - 1], batch.events[start])) start--;
+  // the upsert begins the batch: fail on its unreadable event, as when that event comes first
+  if (start === 0) return upToUnreadable(batchOf(whole.events.slice(n)), reads);
+  return batchOf(batch.events.slice(0, start));
+}
 
 // In-process nudge: deliveries were queued unclaimed; the sender of this process claims them at once instead of at
 // its next poll.

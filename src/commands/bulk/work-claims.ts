@@ -115,23 +115,26 @@ export const bulkReservationId = (bulkId: string, idx: number): string => determ
 /**
  * Reserves a claimed window's recipients for the single sends' quota gate to count (the number is near its limit),
  * until their lease plus the recording; deletes on the way the number's reservations counted no more (expired, or
- * whose recipient the read model shows), skipping rows another statement is deleting (no waits: no deadlock).
+ * whose recipient the read model shows in the window for as long as the reservation lasts), skipping rows another statement is deleting (no waits: no deadlock).
  */
-async function reserveClaimed(client: PoolClient, args: ClaimArgs & { numberId: number }, since: Date, claimed: readonly ClaimedRecipient[]) {
+async function reserveClaimed(client: PoolClient, args: ClaimArgs & { numberId: number }, claimed: readonly ClaimedRecipient[]) {
+  // a reservation outlasting its recipient's read-model entry stays (a keyed 503's 24-h hold of a recipient sent to
+  // 23 h before: deleted, it counted nowhere once the earlier send left the window; regression review 13)
   await client.query(
     `WITH gone AS (
        DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
          SELECT s.reservation_id FROM public.send_quota_reservations s
-          WHERE s.number_id = $1 AND s.reservation_id <> ALL($5::uuid[])
+          WHERE s.number_id = $1 AND s.reservation_id <> ALL($4::uuid[])
             AND (s.expires_at <= $3 OR EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
-                                                WHERE q.number_id = $1 AND q.recipient = s.recipient AND q.last_sent_at > $4))
+                                                WHERE q.number_id = $1 AND q.recipient = s.recipient
+                                                  AND q.last_sent_at > s.expires_at - $6 * interval '1 millisecond'))
           FOR UPDATE SKIP LOCKED))
      INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at)
-     SELECT id, $1, recipient, $2 FROM unnest($5::uuid[], $6::text[]) AS c(id, recipient)
+     SELECT id, $1, recipient, $2 FROM unnest($4::uuid[], $5::text[]) AS c(id, recipient)
      ON CONFLICT (reservation_id) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
     [
-      args.numberId, new Date(args.leaseUntil.getTime() + BULK_RESERVATION_AFTER_LEASE_MS), args.now, since,
-      claimed.map((c) => bulkReservationId(args.bulkId, c.idx)), claimed.map((c) => c.e164),
+      args.numberId, new Date(args.leaseUntil.getTime() + BULK_RESERVATION_AFTER_LEASE_MS), args.now,
+      claimed.map((c) => bulkReservationId(args.bulkId, c.idx)), claimed.map((c) => c.e164), QUOTA_WINDOW_MS,
     ],
   );
 }
@@ -189,7 +192,7 @@ export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { n
       chosen = free.rows.map((x) => x.idx);
     }
     const claimed = await markInFlight(client, args, chosen);
-    if (claimed.length > 0 && remaining <= BULK_RESERVES_BELOW) await reserveClaimed(client, args, since, claimed);
+    if (claimed.length > 0 && remaining <= BULK_RESERVES_BELOW) await reserveClaimed(client, args, claimed);
     let resumeAt: Date | null = null;
     const blocked = claimed.length === 0 && candidates.rows.length > 0;
     if (blocked) resumeAt = await whenRoomMayFree(client, args.numberId, since, args.now);

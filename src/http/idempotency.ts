@@ -15,6 +15,7 @@ import type { Services } from '../services';
 import { requireCompany } from './auth';
 import { ApiError } from './errors';
 import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempotency-key';
+import { isTransientDatabaseError } from '../shared/retry';
 import { Wakeups } from '../shared/wakeups';
 import { canonicalJson, canonicalJsonInTurns } from '../shared/canonical-json';
 import { isLargeBody, Turns } from '../shared/turns';
@@ -42,6 +43,22 @@ export { IN_FLIGHT_WAIT_MS, LEASE_MS };
 const RENEW_EVERY_MS = LEASE_MS / 3;
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
+/**
+ * The answer's record (or the release of a 5xx) is tried again after these pauses when a connection was lost under
+ * its statement (a terminated backend, a failover; the pool's other idle connections die with it). Unrecorded, the
+ * answer was lost: the keyed retry ran the command again and answered differently (an upsert's 201 became 200
+ * `created: false`), and an unreleased 5xx held the key for its lease (the retry waited 5 s, then 409). Both
+ * statements name the claim by its time, so repeating one that did commit changes nothing (review 13,
+ * docs/idempotency.md).
+ */
+const RECORD_RETRY_DELAYS_MS = [50, 250];
+/**
+ * A connection lost under the statement, or refused at once: worth another. Not a pool's connect timeout (it already
+ * waited 10 s for a connection: two more would hold the answer 20 s longer while the database is unreachable).
+ */
+const isLostConnection = (err: unknown): boolean =>
+  isTransientDatabaseError(err) && (err as { code?: string }).code !== 'ETIMEDOUT' &&
+  !/timeout exceeded when trying to connect/i.test((err as { message?: string }).message ?? '');
 
 interface HeldClaim {
   claim: KeyClaim;
@@ -179,11 +196,21 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     claim.done = true;
     clearInterval(claim.renewal);
     try {
-      if (answer) await store.complete(claim.claim, answer);
-      else await store.release(claim.claim);
-    } catch (err) {
-      // the claim's lease runs out and a retry runs the handler again (its command is idempotent per key)
-      request.log.error({ err }, 'could not record the idempotency key answer');
+      for (let attempt = 1; ; attempt++) {
+        try {
+          if (answer) await store.complete(claim.claim, answer);
+          else await store.release(claim.claim);
+          break;
+        } catch (err) {
+          if (attempt >= RECORD_RETRY_DELAYS_MS.length + 1 || !isLostConnection(err)) {
+            // the claim's lease runs out and a retry runs the handler again (its command is idempotent per key)
+            request.log.error({ err }, 'could not record the idempotency key answer');
+            break;
+          }
+          request.log.warn({ err, attempt }, 'recording the idempotency key answer failed; trying again');
+          await new Promise((ok) => setTimeout(ok, RECORD_RETRY_DELAYS_MS[attempt - 1]));
+        }
+      }
     } finally {
       wake(claim.claim.companyId, claim.claim.key);
     }

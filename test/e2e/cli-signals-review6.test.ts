@@ -155,7 +155,8 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
       expect(recordedBefore).toBeLessThan(MESSAGES);
 
       const again = cli(['import-messages', file]);
-      expect({ status: again.status, stderr: again.stderr }).toEqual({ status: 0, stderr: '' });
+      // stdout too: a failure's only trace may be there (the process's logger writes to stdout)
+      expect({ status: again.status, stderr: again.stderr, stdout: again.stdout }).toEqual({ status: 0, stderr: '', stdout: expect.stringMatching(/^rebuilt ratelimits v1: /) });
       expect(again.stdout).toBe(`recorded ${MESSAGES - recordedBefore}, unchanged ${recordedBefore}, rejected 0\n`);
       expect(countOf('SELECT count(*)::int AS n FROM rm_conversations.messages WHERE message_id LIKE $1', [`${prefix}-%`])).toBe(MESSAGES);
     },
@@ -223,7 +224,8 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
       expect(ratelimitsStatus()).toMatchObject({ state: 'running' });
       expect(countOf(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'rm_ratelimits__next'`)).toBe(0);
       const again = cli(['projections', 'rebuild', 'ratelimits']);
-      expect({ status: again.status, stderr: again.stderr }).toEqual({ status: 0, stderr: '' });
+      // stdout too: a failure's only trace may be there (the process's logger writes to stdout)
+      expect({ status: again.status, stderr: again.stderr, stdout: again.stdout }).toEqual({ status: 0, stderr: '', stdout: expect.stringMatching(/^rebuilt ratelimits v1: /) });
       expect(again.stdout).toMatch(/^rebuilt ratelimits v1: /);
       expect(ratelimitsStatus()).toMatchObject({ state: 'running' });
       expect(countOf('SELECT count(*)::int AS n FROM rm_ratelimits.company_limits')).toBe(500);

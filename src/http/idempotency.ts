@@ -15,7 +15,7 @@ import type { Services } from '../services';
 import { requireCompany } from './auth';
 import { ApiError } from './errors';
 import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempotency-key';
-import { isTransientDatabaseError } from '../shared/retry';
+import { isLostConnection } from '../shared/retry';
 import { Wakeups } from '../shared/wakeups';
 import { canonicalJson, canonicalJsonInTurns } from '../shared/canonical-json';
 import { isLargeBody, Turns } from '../shared/turns';
@@ -52,13 +52,6 @@ const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
  * docs/idempotency.md).
  */
 const RECORD_RETRY_DELAYS_MS = [50, 250];
-/**
- * A connection lost under the statement, or refused at once: worth another. Not a pool's connect timeout (it already
- * waited 10 s for a connection: two more would hold the answer 20 s longer while the database is unreachable).
- */
-const isLostConnection = (err: unknown): boolean =>
-  isTransientDatabaseError(err) && (err as { code?: string }).code !== 'ETIMEDOUT' &&
-  !/timeout exceeded when trying to connect/i.test((err as { message?: string }).message ?? '');
 
 interface HeldClaim {
   claim: KeyClaim;

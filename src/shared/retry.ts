@@ -6,6 +6,16 @@ export function isTransientDatabaseError(err: unknown): boolean {
   return /Connection terminated|terminating connection|not queryable|timeout exceeded when trying to connect/i.test(e?.message ?? '');
 }
 
+/**
+ * A connection lost under a statement (a terminated backend, a failover: the pool's other idle connections die with
+ * it), or refused at once: worth another try soon. Not a pool's connect timeout: it already waited for a connection
+ * (10 s), and more tries would hold an answer that much longer while the database is unreachable.
+ */
+export function isLostConnection(err: unknown): boolean {
+  return isTransientDatabaseError(err) && (err as { code?: string }).code !== 'ETIMEDOUT'
+    && !/timeout exceeded when trying to connect/i.test((err as { message?: string }).message ?? '');
+}
+
 /** Runs a start-up step, retrying transient database failures with backoff for up to `maxMs`. */
 export async function retryTransient<T>(
   step: string,

@@ -5,7 +5,8 @@
 // 3. The recipients are appended to chunk streams (`bulkchunk-{id}-{n}`, ≤ 1,000 each), the dispatcher's job
 //    row is inserted as a draft, then BulkSendCreated is appended to `bulk-{id}`: the commit point. The job
 //    becomes `queued` and the local dispatchers are woken. A crash before the commit point leaves invisible
-//    chunks and a draft the lease sweep deletes; a crash after it leaves a draft the sweep promotes.
+//    chunks and a draft the lease sweep deletes; a crash after it leaves a draft the sweep promotes (and a failed
+//    promotion is answered 202 all the same: the sweep promotes it; promoteJob).
 // 4. The response waits for the bulk read model (read-your-writes).
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
@@ -119,7 +120,7 @@ async function alreadyCreated(
   quota: { canSend: boolean; remaining: number; dailyLimit: number },
 ): Promise<CreatedBulk> {
   const data = created.data as BulkEventData<'BulkSendCreated'>;
-  if (await setJobState(services.pool, bulkId, 'queued', services.now(), ['draft'])) kickDispatchers();
+  await promoteJob(services, bulkId);
   await services.runner.waitForEvents(created.position, ['BulkSendCreated'], 10_000).catch((err) => {
     if (!(err instanceof ReadModelTimeoutError)) throw err;
   });
@@ -134,6 +135,23 @@ async function alreadyCreated(
     number,
     quota: { canSend: quota.canSend, needed: data.uniqueRecipients, available: quota.remaining, total: quota.dailyLimit, tier: data.tier },
   };
+}
+
+/**
+ * The job's promotion from draft to queued, after the commit point (BulkSendCreated is in the log): the bulk send
+ * exists and will be sent whatever happens here, so a failure of the promotion (a lost connection) is logged and left
+ * to the lease sweep, which promotes a draft whose BulkSendCreated exists (src/workers/bulk-lease-cron.ts, after
+ * 2 minutes), and the creation is answered 202. Before (review 13) it answered 500 for a bulk that was then sent:
+ * an unkeyed client retrying the 500 messaged every recipient twice (docs/bulk.md, 2026-11-28).
+ */
+async function promoteJob(services: Services, bulkId: string): Promise<void> {
+  try {
+    await setJobState(services.pool, bulkId, 'queued', services.now(), ['draft']);
+  } catch (err) {
+    services.logger.error({ err, bulkId }, 'bulk send created, its job could not be queued: the lease sweep queues it');
+    return;
+  }
+  kickDispatchers();
 }
 
 /** Chunk appends running at once. */
@@ -240,8 +258,7 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
     },
     { actor: input.actor, companyId: input.companyId, correlationId: bulkId, now: services.now },
   );
-  await setJobState(pool, bulkId, 'queued', services.now(), ['draft']);
-  kickDispatchers();
+  await promoteJob(services, bulkId);
 
   // 4. read-your-writes (a slow read model does not turn an accepted bulk into an error)
   try {

@@ -3,10 +3,11 @@
 // the provider, records its answer, and returns once the read models have applied it (read-your-writes).
 import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services';
-import type { Position } from '../../ports/event-store';
+import type { AppendResult, Position, StreamAppend } from '../../ports/event-store';
 import { type SendEvent, UNCLASSIFIED_SEND_FAILURE } from '../../events/sends';
 import { isProviderError, mayHaveReachedProvider, type ProviderError } from '../../ports/provider';
 import { normalizePhone } from '../../shared/phone';
+import { isLostConnection } from '../../shared/retry';
 import { DomainError } from '../decider';
 import { baseMetadata, type CommandContext } from '../handle';
 import { sendCatalogOf } from './catalog';
@@ -83,6 +84,39 @@ export class SendRefusedError extends DomainError {
   ) {
     super(code, message);
     this.name = 'SendRefusedError';
+  }
+}
+
+/**
+ * The unkeyed send's record of an accepted message is appended again after these pauses when a connection was lost
+ * under it (a terminated backend, a failover; the pool's other idle connections die with it). Unrecorded, the message
+ * the customer got was in no status record, no quota and no chat history, and its statuses were dead-lettered; the
+ * client got a 500 (review 13, docs/sends.md). The append's event ids are deterministic (send id and index, the
+ * outbound message's send id), so a first try that did commit (its answer lost with the connection) is recognised by
+ * the event store (alreadyAppended), never stored twice.
+ */
+const ACCEPTED_RETRY_DELAYS_MS = [50, 250];
+
+/** The unkeyed send's accepted record, tried again while its connection is lost (see ACCEPTED_RETRY_DELAYS_MS). */
+async function appendAcceptedAgain(
+  services: Services,
+  appends: StreamAppend[],
+  firstError: unknown,
+  ids: { sendId: string; providerMessageId: string },
+): Promise<AppendResult[]> {
+  let err = firstError;
+  for (let attempt = 1; ; attempt++) {
+    if (attempt > ACCEPTED_RETRY_DELAYS_MS.length || !isLostConnection(err)) {
+      services.logger.error({ err, ...ids }, 'the provider accepted the message but its record could not be appended');
+      throw err;
+    }
+    services.logger.warn({ err, attempt, ...ids }, 'appending the accepted send failed (connection lost); trying again');
+    await new Promise((ok) => setTimeout(ok, ACCEPTED_RETRY_DELAYS_MS[attempt - 1]));
+    try {
+      return await services.store.appendMany(appends);
+    } catch (next) {
+      err = next;
+    }
   }
 }
 
@@ -257,7 +291,7 @@ export async function sendValidated(
   // The send's request and answer and the chat history's outbound message: one append of both streams (one
   // statement, one commit, all or nothing on Postgres).
   const accepted = decideSend([requested, { type: 'RecordSendAccepted', data: { sendId, providerMessageId, at: acceptedAt } }]);
-  const [sendResult, recorded] = await services.store.appendMany([
+  const appends: StreamAppend[] = [
     accepted.append,
     {
       streamId: conversationStreamId(input.companyId, outbound.conversationId),
@@ -275,7 +309,16 @@ export async function sendValidated(
       }],
       expected: 'any',
     },
-  ]);
+  ];
+  let results: AppendResult[];
+  try {
+    results = await services.store.appendMany(appends);
+  } catch (err) {
+    // nothing more on the success path: the retry is only reached from here (docs/sends.md, 2026-11-28)
+    if (requestRecorded) throw err;
+    results = await appendAcceptedAgain(services, appends, err, { sendId, providerMessageId });
+  }
+  const [sendResult, recorded] = results;
   for (const e of accepted.events) services.metrics.eventsAppended.labels(e.type).inc();
   if (!recorded.alreadyAppended) services.metrics.eventsAppended.labels('MessageRecorded').inc();
   // Read-your-writes: wait for every read model fed by either stream (status record, quota, chat history).

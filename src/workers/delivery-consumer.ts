@@ -56,7 +56,8 @@ export async function startDeliveryConsumer(services: Services, options: Deliver
   const core = deliveryCore(services, options); // one set of caches for both forms
   const onDeadLetter = (record: IncomingRecord, reason: string) => {
     services.metrics.deadLetters.labels(record.topic).inc();
-    services.logger.warn({ topic: record.topic, key: record.key, partition: record.partition, offset: record.offset, reason }, 'provider notification dead-lettered');
+    // not the record's key: an inbound message's is the sender's phone (docs/reliability.md, "What is logged")
+    services.logger.warn({ topic: record.topic, partition: record.partition, offset: record.offset, ...identifying(record.value), reason }, 'provider notification dead-lettered');
   };
   const subscription = await services.transport.subscribe(topic, core.handleRecord, {
     groupId: options.groupId ?? DELIVERY_GROUP_ID,
@@ -80,4 +81,19 @@ export async function startDeliveryConsumer(services: Services, options: Deliver
       await Promise.all([subscription.stop(), sweeper.stop()]);
     },
   };
+}
+
+const LOGGED_TEXT_MAX = 200;
+const loggedText = (v: unknown): string | undefined => (typeof v === 'string' ? v.slice(0, LOGGED_TEXT_MAX) : undefined);
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * What names a dead-lettered record in the log besides its coordinates (none in-process): its kind and the provider's
+ * message id (a status's `id`, an inbound message's `id`). Never a phone: the sender, the recipient.
+ */
+function identifying(value: unknown): { kind: string; providerMessageId?: string } {
+  if (!isObject(value)) return { kind: 'unknown' };
+  const item = value.kind === 'status' ? value.status : value.kind === 'message' ? value.message : undefined;
+  const kind = value.kind === 'status' || value.kind === 'message' ? value.kind : 'unknown';
+  return { kind, providerMessageId: isObject(item) ? loggedText(item.id) : undefined };
 }

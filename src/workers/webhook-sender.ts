@@ -80,6 +80,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
     maxBodyBytes: options.maxBodyBytes ?? WEBHOOK_MAX_RESPONSE_BYTES,
     allowPrivate: services.config.webhooks.allowPrivateUrls,
     proxyUrl: services.config.webhooks.proxyUrl,
+    logger: services.logger,
   });
   const box = secretBox(services.secrets.apiKeyPepper);
   /** each sealed secret's signer; null: this server cannot unseal it (another API_KEY_PEPPER, or damaged) */

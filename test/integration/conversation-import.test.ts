@@ -79,7 +79,7 @@ describe('import-messages', () => {
       'line 8: rejected: UNKNOWN_COMPANY: company 999 is not known',
       'line 10: rejected: UNKNOWN_OPERATOR: author operator 10 is not an operator of company 501',
       'line 11: rejected: DIRECTION_MISMATCH: a message authored by a contact must be inbound',
-      'line 12: rejected: contactPhone: "12" is not a valid phone number',
+      'line 12: rejected: contactPhone: is not a valid phone number (2 characters, 2 digits)',
     ]);
     // recorded and visible in the read model (the CLI catches the read model up before it exits)
     expect(await rows(ctx, 501)).toEqual([

@@ -200,7 +200,7 @@ describe('input contract parsing', () => {
     [{ ...valid, occurredAt: '2024-01-10 10:00' }, /^occurredAt: must be an ISO 8601 date-time/],
     [{ ...valid, author: { type: 'agent' } }, /^author\.agentId: /],
     [{ ...valid, author: { type: 'robot' } }, /^author\.type: must be one of contact, agent, human_operator, system/],
-    [{ ...valid, contactPhone: 'not a phone' }, /^contactPhone: "not a phone" is not a valid phone number/],
+    [{ ...valid, contactPhone: 'not a phone' }, /^contactPhone: is not a valid phone number \(11 characters, 0 digits\)$/],
     [{ ...valid, content: { type: 'hologram' } }, /^content\.type: must be one of text/],
     [[1, 2], /^record: must be a JSON object/],
   ])('rejects an invalid record with the reason (%#)', (input, reason) => {

@@ -72,6 +72,43 @@ export interface CloudApiProviderOptions {
   fetch?: typeof fetch;
   /** 0..1, injectable for deterministic backoff in tests (default Math.random) */
   random?: () => number;
+  /**
+   * the operator's log: a network failure's own error (which names the address connected to: an egress proxy's, an
+   * internal gateway's) is logged here; the ProviderError's message, which reaches the API's 502 body and the
+   * recorded rejection, has a fixed text per kind instead (at most one line per NETWORK_LOG_EVERY_MS per kind)
+   */
+  logger?: { warn(obj: object, msg?: string): void };
+}
+
+/** At most one log line per this many ms for each kind of network failure (the others are counted in the next). */
+export const NETWORK_LOG_EVERY_MS = 10_000;
+
+/** The error codes of an error and its causes, outermost first. */
+function codesOf(err: unknown): string[] {
+  const codes: string[] = [];
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string') codes.push(e.code);
+  }
+  return codes;
+}
+
+/**
+ * What a network failure is, as a fixed text with its code (`connection refused (ECONNREFUSED)`): never the error's
+ * own text, which names the address it connected to (`connect ECONNREFUSED 10.0.0.5:3128`).
+ */
+export function networkFailureText(err: unknown): string {
+  const code = codesOf(err)[0] ?? '';
+  const kind =
+    code === 'ECONNREFUSED' ? 'connection refused'
+      : code === 'ENOTFOUND' || code === 'EAI_AGAIN' ? 'the name did not resolve'
+      : code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 'connection timed out'
+      : code === 'EHOSTUNREACH' || code === 'ENETUNREACH' ? 'host unreachable'
+      : code === 'EADDRNOTAVAIL' ? 'no local address available'
+      : code.includes('CERT') ? 'its TLS certificate was refused'
+      : code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') ? 'TLS handshake failed'
+      : code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED' ? 'connection closed'
+      : 'connection failed';
+  return /^[A-Z0-9_]{1,64}$/.test(code) ? `${kind} (${code})` : kind;
 }
 
 interface ProviderErrorBody {
@@ -116,6 +153,8 @@ export class CloudApiProvider implements MessagingProvider {
   private readonly random: () => number;
   private readonly agent: Agent | undefined;
   private readonly accessToken: string;
+  /** per kind of network failure: when it was last logged, and how many were not logged since */
+  private readonly networkLogged = new Map<string, { at: number; notLogged: number }>();
 
   constructor(private readonly options: CloudApiProviderOptions) {
     // surrounding whitespace (a token file's line break) is dropped, as fetch drops it from a header value
@@ -171,7 +210,7 @@ export class CloudApiProvider implements MessagingProvider {
       try {
         return await this.attempt(url, body);
       } catch (err) {
-        const pe = err instanceof ProviderError ? err : new ProviderError('network_error', (err as Error).message, true);
+        const pe = err instanceof ProviderError ? err : this.networkFailure('network_error', 'provider call failed', err);
         last = new ProviderError(pe.code, pe.message, pe.retryable, { ...pe.details, attempts: attempt });
         // A timeout or a lost connection may mean the provider accepted the message without us hearing back:
         // retrying could send it twice, so it is reported (retryable: the caller may try later) but not retried here.
@@ -184,6 +223,25 @@ export class CloudApiProvider implements MessagingProvider {
       }
     }
     throw last!;
+  }
+
+  /**
+   * A network failure as a ProviderError: `<what>: <fixed text per kind>` (what the API's 502 body and the recorded
+   * rejection quote), the error itself to the operator's log (docs/reliability.md, "What is logged (2026-11-28)").
+   */
+  private networkFailure(code: string, what: string, err: unknown, details?: ProviderError['details']): ProviderError {
+    const text = networkFailureText(err);
+    const logger = this.options.logger;
+    if (logger) {
+      const now = Date.now();
+      const last = this.networkLogged.get(text);
+      if (last && now - last.at < NETWORK_LOG_EVERY_MS) last.notLogged++;
+      else {
+        logger.warn({ err, code, failuresNotLoggedSinceLast: last?.notLogged ?? 0 }, `${what}: ${text}`);
+        this.networkLogged.set(text, { at: now, notLogged: 0 });
+      }
+    }
+    return new ProviderError(code, `${what}: ${text}`, true, details);
   }
 
   private async attempt(url: string, body: string): Promise<SendTemplateResult> {
@@ -205,10 +263,10 @@ export class CloudApiProvider implements MessagingProvider {
     } catch (err) {
       if (isTimeout(err)) throw new ProviderError('timeout', `provider did not answer within ${this.timeoutMs} ms`, true);
       const cause = (err as { cause?: { code?: string; message?: string; [NEVER_CONNECTED]?: true } })?.cause;
-      const reason = cause?.message ?? (err as Error)?.message ?? String(err);
-      if (cause?.[NEVER_CONNECTED] || (cause?.code && isNotConnected(cause.code))) throw new ProviderError('network_error', `provider unreachable: ${reason}`, true);
+      const detail = cause ?? err;
+      if (cause?.[NEVER_CONNECTED] || (cause?.code && isNotConnected(cause.code))) throw this.networkFailure('network_error', 'provider unreachable', detail);
       // the request may have been written before the connection failed: the provider may have the message
-      throw new ProviderError('connection_lost', `connection to the provider lost: ${reason}`, true);
+      throw this.networkFailure('connection_lost', 'connection to the provider lost', detail);
     }
     let text: string | null;
     try {
@@ -217,7 +275,7 @@ export class CloudApiProvider implements MessagingProvider {
       if (!response.ok) text = '';
       // a 2xx whose body did not arrive: the provider accepted the message, its id is lost with the body
       else if (isTimeout(err)) throw new ProviderError('timeout', `provider's answer did not arrive within ${this.timeoutMs} ms`, true, { httpStatus: response.status });
-      else throw new ProviderError('connection_lost', `connection to the provider lost while reading its answer: ${(err as Error)?.message ?? String(err)}`, true, { httpStatus: response.status });
+      else throw this.networkFailure('connection_lost', 'connection to the provider lost while reading its answer', err, { httpStatus: response.status });
     }
     let parsed: unknown = null;
     try {

@@ -12,7 +12,7 @@ export function createProvider(
 ): MessagingProvider {
   if (config.kind === 'cloud-api') {
     if (!config.accessToken) throw new Error('PROVIDER_ACCESS_TOKEN is required for PROVIDER=cloud-api');
-    return new CloudApiProvider({ baseUrl: config.baseUrl, apiVersion: config.apiVersion, accessToken: config.accessToken });
+    return new CloudApiProvider({ baseUrl: config.baseUrl, apiVersion: config.apiVersion, accessToken: config.accessToken, logger });
   }
   return new SandboxProvider({ delivery: config.sandboxDelivery, transport, logger });
 }

@@ -1,4 +1,4 @@
-import { Agent, type Dispatcher, ProxyAgent } from 'undici';
+import { Agent, type buildConnector, type Dispatcher, Pool, ProxyAgent } from 'undici';
 import { ForbiddenAddressError, guardLookup, guardedLookup, literalHostRefusal, type Resolver, resolvingLookup } from './address-guard';
 
 export interface WebhookPost {
@@ -38,6 +38,53 @@ export interface WebhookHttpClientOptions {
   ca?: string;
   /** an egress proxy (HTTP CONNECT) every request goes through: it resolves the names, so it must refuse private addresses */
   proxyUrl?: string;
+  /**
+   * the operator's log: a failure to reach the egress proxy is logged here with its error (the proxy's address),
+   * which the attempt's `error` (shown to the client) leaves out; at most one line per PROXY_LOG_EVERY_MS
+   */
+  logger?: { warn(obj: object, msg?: string): void };
+}
+
+/** Marks an error of the connection to the egress proxy (not to the endpoint): its text names the proxy's address. */
+const PROXY_FAILURE = Symbol('egress proxy failure');
+/** At most one log line per this many ms about the egress proxy failing (the others are counted in the next). */
+export const PROXY_LOG_EVERY_MS = 10_000;
+
+/** The connector of the proxy's own connections, marking its failures (refused, unresolved, TLS to the proxy...). */
+function markingProxyConnector(connect: buildConnector.connector): buildConnector.connector {
+  return (options, callback) =>
+    connect(options, (...args) => {
+      if (args[0]) callback(Object.assign(args[0], { [PROXY_FAILURE]: true }), null);
+      else callback(null, args[1]);
+    });
+}
+
+const isProxyFailure = (err: unknown): boolean => {
+  for (let e = err as { cause?: unknown; [PROXY_FAILURE]?: true } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+    if (typeof e === 'object' && e[PROXY_FAILURE]) return true;
+  }
+  return false;
+};
+
+/**
+ * What the client is told of an egress proxy that could not be reached: a fixed text per kind of failure, never the
+ * error's own text (`connect ECONNREFUSED 10.0.0.5:3128`: the proxy's internal address).
+ */
+export function proxyFailureText(err: unknown): string {
+  const codes: string[] = [];
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 4; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string') codes.push(e.code);
+  }
+  const code = codes.find((c) => c !== 'UND_ERR_PRX_TLS') ?? codes[0] ?? '';
+  const kind =
+    code === 'ECONNREFUSED' ? 'connection refused'
+      : code === 'ENOTFOUND' || code === 'EAI_AGAIN' ? 'its name did not resolve'
+      : code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 'connection timed out'
+      : code === 'EHOSTUNREACH' || code === 'ENETUNREACH' ? 'host unreachable'
+      : code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' ? 'connection closed'
+      : code === 'UND_ERR_PRX_TLS' || code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT') ? 'TLS handshake failed'
+      : 'connection failed';
+  return `egress proxy failed (${kind}): the request did not reach the endpoint`;
 }
 
 /**
@@ -46,13 +93,22 @@ export interface WebhookHttpClientOptions {
  */
 export class WebhookHttpClient {
   private readonly agent: Dispatcher;
+  private proxyLoggedAt = -Infinity;
+  private proxyFailuresNotLogged = 0;
 
   constructor(private readonly options: WebhookHttpClientOptions) {
     const ca = options.ca ? { ca: options.ca } : {};
     if (options.proxyUrl) {
       // tunnelled (CONNECT) through the operator's proxy; the literal addresses are still refused here (post)
       const tls = { timeout: options.timeoutMs, ...ca };
-      this.agent = new ProxyAgent({ uri: options.proxyUrl, connections: null, proxyTls: tls, requestTls: tls });
+      this.agent = new ProxyAgent({
+        uri: options.proxyUrl, connections: null, proxyTls: tls, requestTls: tls,
+        // the proxy's own connections: their failures are the proxy's, told apart from the endpoint's (post)
+        clientFactory: (origin, opts) => {
+          const { connect } = opts as { connect: buildConnector.connector };
+          return new Pool(origin, { ...opts, connect: markingProxyConnector(connect) });
+        },
+      });
       return;
     }
     // every new connection resolves through the guard, so a name re-pointed at a private address is caught there
@@ -119,13 +175,42 @@ export class WebhookHttpClient {
           onError: (err) => finish({
             statusCode: null,
             failure: err instanceof ForbiddenAddressError ? 'address_refused' : 'connection_error',
-            error: err.message || String(err),
+            error: this.errorText(err),
             body: '',
             retryAfter: null,
           }),
         },
       );
     });
+  }
+
+  /**
+   * An attempt's `error` (the deliveries page shows it to the client): the error's text, which names the endpoint's
+   * host (the client's), but a fixed text when the egress proxy could not be reached or refused the tunnel; the
+   * proxy's error, with its address, goes to the operator's log (docs/reliability.md, "What is logged").
+   */
+  private errorText(err: Error): string {
+    if (this.options.proxyUrl) {
+      const tunnel = /^Proxy response \((\d{3})\) !== 200 when HTTP Tunneling$/.exec(err.message ?? '');
+      if (tunnel) return `the egress proxy answered HTTP ${tunnel[1]} to the tunnel request: the request did not reach the endpoint`;
+      if (isProxyFailure(err)) {
+        this.logProxyFailure(err);
+        return proxyFailureText(err);
+      }
+    }
+    return err.message || String(err);
+  }
+
+  private logProxyFailure(err: Error): void {
+    if (!this.options.logger) return;
+    const now = Date.now();
+    if (now - this.proxyLoggedAt < PROXY_LOG_EVERY_MS) {
+      this.proxyFailuresNotLogged++;
+      return;
+    }
+    this.options.logger.warn({ err, failuresNotLoggedSinceLast: this.proxyFailuresNotLogged }, 'webhook egress proxy (WEBHOOKS_PROXY_URL) could not be reached');
+    this.proxyLoggedAt = now;
+    this.proxyFailuresNotLogged = 0;
   }
 
   close(): void {

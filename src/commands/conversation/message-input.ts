@@ -83,7 +83,9 @@ export function parseMessageRecord(value: unknown): ParseResult {
   let contactPhone: string | null = null;
   if (r.contactPhone !== null && r.contactPhone.trim() !== '') {
     contactPhone = normalizePhone(r.contactPhone);
-    if (contactPhone === null) return { ok: false, reason: `contactPhone: ${JSON.stringify(r.contactPhone)} is not a valid phone number` };
+    // the reason goes to the dead-letter header and the consumer's warn line: not the value (a customer's phone,
+    // docs/reliability.md "What is logged"), which the dead-letter record keeps; its shape says what is wrong
+    if (contactPhone === null) return { ok: false, reason: `contactPhone: is not a valid phone number (${phoneShape(r.contactPhone)})` };
   }
   return {
     ok: true,
@@ -105,4 +107,11 @@ export function parseMessageRecord(value: unknown): ParseResult {
       deleted: r.deleted,
     },
   };
+}
+
+/** What an invalid phone is made of, without its value: `12 characters, 7 digits`. */
+function phoneShape(text: string): string {
+  const chars = [...text].length;
+  const digits = text.replace(/\D/g, '').length;
+  return `${chars} character${chars === 1 ? '' : 's'}, ${digits} digit${digits === 1 ? '' : 's'}`;
 }

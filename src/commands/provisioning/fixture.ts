@@ -265,11 +265,13 @@ function checkReferences(f: Fixture, prefix: string): FixtureIssue[] {
   const add = (path: Path, message: string) => issues.push({ path: formatPath(path), message });
 
   // Unique across the whole document: these ids are addressed without their company (API, streams).
-  const unique = (kind: string) => {
+  // `secret`: the value is left out of the message (an API key is a credential: `seed` prints its errors, and
+  // `keys list` shows no part of a key either); the path of its first occurrence names it.
+  const unique = (kind: string, { secret = false } = {}) => {
     const seen = new Map<string | number, string>();
     return (value: string | number, path: Path) => {
       const first = seen.get(value);
-      if (first !== undefined) add(path, `duplicate ${kind} ${JSON.stringify(value)} (first at ${first})`);
+      if (first !== undefined) add(path, secret ? `duplicate ${kind} (the same key as at ${first})` : `duplicate ${kind} ${JSON.stringify(value)} (first at ${first})`);
       else seen.set(value, formatPath(path));
     };
   };
@@ -280,7 +282,7 @@ function checkReferences(f: Fixture, prefix: string): FixtureIssue[] {
   const listIds = unique('contact list id');
   const fieldIds = unique('custom field id');
   const userIds = unique('user id');
-  const keys = unique('API key');
+  const keys = unique('API key', { secret: true });
 
   f.companies.forEach((c, ci) => {
     const at = (...rest: Path): Path => ['companies', ci, ...rest];

@@ -39,6 +39,12 @@ function heldCall() {
   return { reached: at, release, hold: () => (reached(), gate) };
 }
 
+// Each test sends ~50 single sends first, each waiting for the read models (read-your-writes), and the log is read
+// only below the cluster's oldest running transaction (test databases share one cluster; other suites hold
+// transactions open): on a loaded machine a send may wait ~1 s, past jest's 60 s. A test timed out by jest goes on in
+// the background and moves the shared clock under the next one (seen in a loaded run: two tests failed so).
+jest.setTimeout(240_000);
+
 describe('single and bulk sends of one number near its quota', () => {
   let t: TestContext;
   const clock = new FakeClock(START);

@@ -79,7 +79,19 @@ function unreadable(after: Position, e: UnreadableEventError): CliUsageError {
 const exportFilter = (types: Set<string> | undefined, companies: Set<number> | undefined) => (e: RecordedEvent): boolean => {
   if (types && !types.has(e.type)) return false;
   if (!companies) return true;
-  // an unreadable event's metadata is as stored: a company id that is not a number may be any company's
+  const company: unknown = e.metadata.companyId;
+  return typeof company === 'number' && companies.has(company);
+};
+
+/**
+ * Whether an unreadable event may be one the export writes (it stops just before it): an unreadable event's metadata
+ * is as stored, and a company id that is not a number may be any company's. Only for that decision: a readable
+ * event whose company is not a number is written by no `--company` export (regression review 14: the export wrote
+ * it under every `--company`, another company's event among them).
+ */
+const mayBeExported = (types: Set<string> | undefined, companies: Set<number> | undefined) => (e: RecordedEvent): boolean => {
+  if (types && !types.has(e.type)) return false;
+  if (!companies) return true;
   const company: unknown = e.metadata.companyId;
   return company !== null && (typeof company !== 'number' || companies.has(company));
 };
@@ -105,12 +117,13 @@ export function registerEventCommands(program: Command): void {
         let scanned = 0;
         let resumeFrom = position;
         const exported = exportFilter(types, companies);
+        const stopsAt = mayBeExported(types, companies);
         while (written < limit && !output.failed()) {
           // each event is upcast on its own: one its schema refuses stops the export just before it only when the
           // export would write it (the log's reader used to fail the whole read, whatever the filters)
           let batch: ReadAllBatch;
           try {
-            batch = upToUnreadable(await readBatch(s.runner.reader, s.store.kind, position, BATCH), exported);
+            batch = upToUnreadable(await readBatch(s.runner.reader, s.store.kind, position, BATCH), stopsAt);
           } catch (err) {
             if (err instanceof UnreadableEventError) throw unreadable(position, err);
             throw err;

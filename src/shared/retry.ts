@@ -12,8 +12,10 @@ export function isTransientDatabaseError(err: unknown): boolean {
  * (10 s), and more tries would hold an answer that much longer while the database is unreachable.
  */
 export function isLostConnection(err: unknown): boolean {
+  // pg-pool's connect timeouts: waiting for a pooled client, and a new connection's (regression review 14: the
+  // latter, `Connection terminated due to connection timeout`, was taken for a lost connection and tried twice more)
   return isTransientDatabaseError(err) && (err as { code?: string }).code !== 'ETIMEDOUT'
-    && !/timeout exceeded when trying to connect/i.test((err as { message?: string }).message ?? '');
+    && !/timeout exceeded when trying to connect|due to connection timeout/i.test((err as { message?: string }).message ?? '');
 }
 
 /** Runs a start-up step, retrying transient database failures with backoff for up to `maxMs`. */

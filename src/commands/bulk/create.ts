@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { BulkEventData } from '../../events/bulk';
-import type { EventToAppend, RecordedEvent } from '../../ports/event-store';
+import type { EventToAppend, Position, RecordedEvent } from '../../ports/event-store';
 import {
   findNumberByProviderId,
   findTemplate,
@@ -25,6 +25,7 @@ import type { Services } from '../../services';
 import { ReadModelTimeoutError } from '../../ports/read-models';
 import { isFromAnEarlierUse, keyedIdSeed } from '../../shared/idempotency-key';
 import { phoneVariants } from '../../shared/phone';
+import { isLostConnection } from '../../shared/retry';
 import { DomainError } from '../decider';
 import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';
@@ -154,6 +155,41 @@ async function promoteJob(services: Services, bulkId: string): Promise<void> {
   kickDispatchers();
 }
 
+/** Pauses before the commit point's append is looked for, and tried again, after its connection was lost. */
+const COMMIT_RETRY_DELAYS_MS = [50, 250];
+
+/**
+ * The commit point (BulkSendCreated), its append tried again when its connection was lost under it (isLostConnection).
+ * Such an append may have committed, its answer lost with the connection: the lease sweep then promotes the draft and
+ * sends the bulk, so a 500 here made an unkeyed client's retry message every recipient twice (regression review 14,
+ * docs/bulk.md 2026-11-28). The stream is read first: a BulkSendCreated there is this creation's (its bulk id is this
+ * request's), and the creation goes on from it; else the append is made again (at `no_stream`: never twice).
+ */
+async function commitCreation(services: Services, bulkId: string, append: () => Promise<{ position: Position | undefined }>): Promise<{ position: Position | undefined }> {
+  try {
+    return await append();
+  } catch (first) {
+    let err: unknown = first;
+    for (let attempt = 1; ; attempt++) {
+      if (attempt > COMMIT_RETRY_DELAYS_MS.length || !(isLostConnection(err) || (attempt > 1 && isBulkExists(err)))) {
+        services.logger.error({ err, bulkId }, 'bulk send creation: its commit point could not be appended');
+        throw err;
+      }
+      services.logger.warn({ err, bulkId, attempt }, 'bulk send creation: the commit point\'s connection was lost; looking for it, then trying again');
+      await new Promise((ok) => setTimeout(ok, COMMIT_RETRY_DELAYS_MS[attempt - 1]));
+      try {
+        const stored = (await services.store.readStream(bulkStreamId(bulkId))).find((e) => e.type === 'BulkSendCreated');
+        if (stored) return { position: stored.position };
+        return await append();
+      } catch (next) {
+        err = next;
+      }
+    }
+  }
+}
+
+const isBulkExists = (err: unknown): boolean => err instanceof DomainError && err.code === 'BULK_EXISTS';
+
 /** Chunk appends running at once. */
 const APPEND_CONCURRENCY = 4;
 
@@ -242,7 +278,7 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
   });
 
   // 3. the commit point
-  const created = await handleCommand(
+  const created = await commitCreation(services, bulkId, () => handleCommand(
     services.store,
     bulkStreamId(bulkId),
     bulkDecider,
@@ -257,7 +293,7 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
       },
     },
     { actor: input.actor, companyId: input.companyId, correlationId: bulkId, now: services.now },
-  );
+  ));
   await promoteJob(services, bulkId);
 
   // 4. read-your-writes (a slow read model does not turn an accepted bulk into an error)

@@ -41,6 +41,9 @@ describe('concurrent upserts of one new number', () => {
   }
 
   it('through the API: exactly one 201, the others update that contact', async () => {
+    // the in-process lock answers the 50 one after the other, each once the read models have it (read-your-writes); the
+    // log is read only below the cluster's oldest running transaction (test databases share one cluster; other suites
+    // hold transactions open): each may wait ~1 s, past jest's 60 s
     const phone = '+5491170005001';
     const inputs = Array.from({ length: N }, (_, i) => i + 1);
     const responses = await Promise.all(inputs.map((i) =>
@@ -51,7 +54,7 @@ describe('concurrent upserts of one new number', () => {
     expect(responses.map((r) => r.statusCode).sort((a, b) => a - b)).toEqual([...Array(N - 1).fill(200), 201]);
     expect(responses.filter((r) => r.json().created)).toHaveLength(1);
     await assertOneContact(phone, responses.map((r) => r.json().contact.id), inputs);
-  });
+  }, 240_000);
 
   it('without the in-process lock (as from several processes): the event store serialises them', async () => {
     const phone = '+5491170005002';

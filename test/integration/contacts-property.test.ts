@@ -96,6 +96,9 @@ describe('upsert sequences against a reference model', () => {
 
   let run = 0;
   it('visible state and versions match the model', async () => {
+    // ~100 upserts one after the other, each answered once the read models have it (read-your-writes); the log is read
+    // only below the cluster's oldest running transaction (test databases share one cluster; other suites hold
+    // transactions open): each may wait ~1 s, past jest's 60 s
     await fc.assert(
       fc.asyncProperty(fc.array(stepArb, { minLength: 1, maxLength: 8 }), async (steps) => {
         run++;
@@ -140,5 +143,5 @@ describe('upsert sequences against a reference model', () => {
       }),
       { numRuns: 30, seed: Number(process.env.FC_SEED ?? 20260301), endOnFailure: true },
     );
-  });
+  }, 360_000);
 });

@@ -23,6 +23,11 @@ import { SHOP, sendsFixture } from '../support/sends';
 // Adapted from the held-back branch's test (wip/single-send-unknown-quota, 4e767af).
 
 const T0 = Date.parse('2026-03-01T10:00:00.000Z');
+// Each answered send waits for the read models to have its events (read-your-writes), and the log is read only below
+// the cluster's oldest running transaction (test databases share one cluster, and other suites hold transactions
+// open): each of a test's 50-100 sends may then wait ~1 s, past jest's 60 s; such a test gets 240 s. (A test timed
+// out by jest goes on in the background, moving the shared clock under the next test: that one then failed too.)
+const MANY_SENDS_MS = 240_000;
 const SEND = '/api/v1/platform-templates/send/';
 const LIMIT = 50;
 
@@ -141,7 +146,7 @@ describe('single sends whose outcome is unknown count in the quota for 24 h (no 
     clock = T0 + 24 * 3600_000 + 60_000;
     expect(await quota(n)).toMatchObject({ uniqueNumbersSent24h: 1, canSend: true });
     expect((await send(n, recipient(n.id, 901))).statusCode).toBe(200);
-  });
+  }, MANY_SENDS_MS);
 
   it('a refusal (nothing sent) still gives its room back, and its event carries no quota use', async () => {
     const n = NUMBERS[1];
@@ -190,7 +195,7 @@ describe('single sends whose outcome is unknown count in the quota for 24 h (no 
     expect(await quota(n)).toMatchObject({ uniqueNumbersSent24h: 0, canSend: true });
     expect((await bulkClaim(n)).used).toBe(0);
     expect((await send(n, recipient(n.id, 903))).statusCode).toBe(200);
-  });
+  }, MANY_SENDS_MS);
 
   it('keyed: the gate holds an unknown outcome 24 h from its request even when no repeat ever comes', async () => {
     const n = NUMBERS[4];
@@ -206,7 +211,7 @@ describe('single sends whose outcome is unknown count in the quota for 24 h (no 
     expect(await quota(n)).toMatchObject({ uniqueNumbersSent24h: 0, canSend: true });
     expect((await bulkClaim(n)).used).toBe(0);
     expect((await send(n, recipient(n.id, 901))).statusCode).toBe(200);
-  });
+  }, MANY_SENDS_MS);
 
   it('keyed: GET business-accounts shows the 503 at once, though its view was cached just before (the hold tells the cache)', async () => {
     const n = NUMBERS[5];

@@ -120,6 +120,12 @@ async function secondProcess(url: string, provider: MessagingProvider, now: () =
   };
 }
 
+// Each test first sends to ~50 new recipients one after the other, each answered once the read models have it
+// (read-your-writes), and the log is read only below the cluster's oldest running transaction (test databases share
+// one cluster; other suites hold transactions open): a send may then wait ~1 s, past jest's 60 s (a test timed out by
+// jest goes on in the background, under the next one).
+jest.setTimeout(240_000);
+
 describe('single sends near the daily quota, concurrently', () => {
   let t: Awaited<ReturnType<typeof createTestApp>>;
   const clock = new Date(NOW);

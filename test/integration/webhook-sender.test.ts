@@ -139,6 +139,9 @@ describe('webhook sender', () => {
     const BACKLOG = 500; // each: 20 x 128 requests in flight would be more than the sender holds for full endpoints
     const FRESH = 50;
     const stuck = [];
+    // each registration is answered once the read models have it (read-your-writes), and the log is read only below
+    // the cluster's oldest running transaction (test databases share one cluster; other suites hold transactions
+    // open): 21 of them may take ~30 s before the 60-s wait below, so the test gets 180 s
     for (let i = 0; i < STUCK; i++) stuck.push(await register(`/dead-${i}`));
     const fine = await register('/alive');
     let unblock!: () => void;
@@ -168,7 +171,7 @@ describe('webhook sender', () => {
     // the old sender tried every backlog first (each endpoint refilled to 128 requests as its timeouts freed room)
     expect(triedWhenServed).toBeLessThan((STUCK * BACKLOG) / 2);
     expect(triedWhenServed).toBeGreaterThan(0);
-  });
+  }, 180_000);
 
   it("a claim with caps gives each capped endpoint its earliest due deliveries up to its cap, the others what is due, and leaves the surplus due", async () => {
     const capped = await register('/capped');

@@ -15,7 +15,7 @@ import type { Services } from '../services';
 import { requireCompany } from './auth';
 import { ApiError } from './errors';
 import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, LEASE_MS } from '../shared/idempotency-key';
-import { isLostConnection } from '../shared/retry';
+import { againOnLostConnection } from '../shared/retry';
 import { Wakeups } from '../shared/wakeups';
 import { canonicalJson, canonicalJsonInTurns } from '../shared/canonical-json';
 import { isLargeBody, Turns } from '../shared/turns';
@@ -43,15 +43,6 @@ export { IN_FLIGHT_WAIT_MS, LEASE_MS };
 const RENEW_EVERY_MS = LEASE_MS / 3;
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
-/**
- * The answer's record (or the release of a 5xx) is tried again after these pauses when a connection was lost under
- * its statement (a terminated backend, a failover; the pool's other idle connections die with it). Unrecorded, the
- * answer was lost: the keyed retry ran the command again and answered differently (an upsert's 201 became 200
- * `created: false`), and an unreleased 5xx held the key for its lease (the retry waited 5 s, then 409). Both
- * statements name the claim by its time, so repeating one that did commit changes nothing (review 13,
- * docs/idempotency.md).
- */
-const RECORD_RETRY_DELAYS_MS = [50, 250];
 
 interface HeldClaim {
   claim: KeyClaim;
@@ -188,22 +179,18 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     if (!claim || claim.done) return;
     claim.done = true;
     clearInterval(claim.renewal);
+    // the answer's record (or the release of a 5xx) is tried again when its connection was lost: unrecorded, the keyed
+    // retry ran the command again and answered otherwise (an upsert's 201 became 200 `created: false`), an unreleased
+    // 5xx held the key for its lease. Both statements name the claim by its time: repeating one that committed changes
+    // nothing (review 13, docs/idempotency.md)
+    const record = () => (answer ? store.complete(claim.claim, answer) : store.release(claim.claim));
     try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          if (answer) await store.complete(claim.claim, answer);
-          else await store.release(claim.claim);
-          break;
-        } catch (err) {
-          if (attempt >= RECORD_RETRY_DELAYS_MS.length + 1 || !isLostConnection(err)) {
-            // the claim's lease runs out and a retry runs the handler again (its command is idempotent per key)
-            request.log.error({ err }, 'could not record the idempotency key answer');
-            break;
-          }
-          request.log.warn({ err, attempt }, 'recording the idempotency key answer failed; trying again');
-          await new Promise((ok) => setTimeout(ok, RECORD_RETRY_DELAYS_MS[attempt - 1]));
-        }
-      }
+      await record().catch((first: unknown) => againOnLostConnection(first, record, (err, attempt) => {
+        request.log.warn({ err, attempt }, 'recording the idempotency key answer failed; trying again');
+      }));
+    } catch (err) {
+      // the claim's lease runs out and a retry runs the handler again (its command is idempotent per key)
+      request.log.error({ err }, 'could not record the idempotency key answer');
     } finally {
       wake(claim.claim.companyId, claim.claim.key);
     }

@@ -18,6 +18,33 @@ export function isLostConnection(err: unknown): boolean {
     && !/timeout exceeded when trying to connect|due to connection timeout/i.test((err as { message?: string }).message ?? '');
 }
 
+/** Pauses before a statement whose connection was lost (isLostConnection) is tried again. */
+export const LOST_CONNECTION_RETRY_MS = [50, 250] as const;
+
+/**
+ * After `firstError` (a first try made by the caller, so its success path adds nothing), `retry` once after each of
+ * LOST_CONNECTION_RETRY_MS while the failure is `worthAnother` (default: a lost connection; `retried`: how many
+ * retries failed so far); `onRetry` is told before each (to log it). Throws the last failure.
+ */
+export async function againOnLostConnection<T>(
+  firstError: unknown,
+  retry: () => Promise<T>,
+  onRetry: (err: unknown, attempt: number) => void,
+  worthAnother: (err: unknown, retried: number) => boolean = isLostConnection,
+): Promise<T> {
+  let err = firstError;
+  for (let i = 0; ; i++) {
+    if (i >= LOST_CONNECTION_RETRY_MS.length || !worthAnother(err, i)) throw err;
+    onRetry(err, i + 1);
+    await new Promise((ok) => setTimeout(ok, LOST_CONNECTION_RETRY_MS[i]));
+    try {
+      return await retry();
+    } catch (next) {
+      err = next;
+    }
+  }
+}
+
 /** Runs a start-up step, retrying transient database failures with backoff for up to `maxMs`. */
 export async function retryTransient<T>(
   step: string,

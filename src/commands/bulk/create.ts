@@ -25,7 +25,7 @@ import type { Services } from '../../services';
 import { ReadModelTimeoutError } from '../../ports/read-models';
 import { isFromAnEarlierUse, keyedIdSeed } from '../../shared/idempotency-key';
 import { phoneVariants } from '../../shared/phone';
-import { isLostConnection } from '../../shared/retry';
+import { againOnLostConnection, isLostConnection } from '../../shared/retry';
 import { DomainError } from '../decider';
 import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';
@@ -155,9 +155,6 @@ async function promoteJob(services: Services, bulkId: string): Promise<void> {
   kickDispatchers();
 }
 
-/** Pauses before the commit point's append is looked for, and tried again, after its connection was lost. */
-const COMMIT_RETRY_DELAYS_MS = [50, 250];
-
 /**
  * The commit point (BulkSendCreated), its append tried again when its connection was lost under it (isLostConnection).
  * Such an append may have committed, its answer lost with the connection: the lease sweep then promotes the draft and
@@ -166,26 +163,20 @@ const COMMIT_RETRY_DELAYS_MS = [50, 250];
  * request's), and the creation goes on from it; else the append is made again (at `no_stream`: never twice).
  */
 async function commitCreation(services: Services, bulkId: string, append: () => Promise<{ position: Position | undefined }>): Promise<{ position: Position | undefined }> {
-  try {
-    return await append();
-  } catch (first) {
-    let err: unknown = first;
-    for (let attempt = 1; ; attempt++) {
-      if (attempt > COMMIT_RETRY_DELAYS_MS.length || !(isLostConnection(err) || (attempt > 1 && isBulkExists(err)))) {
-        services.logger.error({ err, bulkId }, 'bulk send creation: its commit point could not be appended');
-        throw err;
-      }
-      services.logger.warn({ err, bulkId, attempt }, 'bulk send creation: the commit point\'s connection was lost; looking for it, then trying again');
-      await new Promise((ok) => setTimeout(ok, COMMIT_RETRY_DELAYS_MS[attempt - 1]));
-      try {
-        const stored = (await services.store.readStream(bulkStreamId(bulkId))).find((e) => e.type === 'BulkSendCreated');
-        if (stored) return { position: stored.position };
-        return await append();
-      } catch (next) {
-        err = next;
-      }
-    }
-  }
+  const lookThenAppend = async () => {
+    const stored = (await services.store.readStream(bulkStreamId(bulkId))).find((e) => e.type === 'BulkSendCreated');
+    return stored ? { position: stored.position } : append();
+  };
+  return append().catch((first: unknown) => againOnLostConnection(
+    first,
+    lookThenAppend,
+    (err, attempt) => services.logger.warn({ err, bulkId, attempt }, 'bulk send creation: the commit point\'s connection was lost; looking for it, then trying again'),
+    // a retry's BULK_EXISTS: the stream was made meanwhile, the next look finds it
+    (err, retried) => isLostConnection(err) || (retried > 0 && isBulkExists(err)),
+  )).catch((last: unknown) => {
+    services.logger.error({ err: last, bulkId }, 'bulk send creation: its commit point could not be appended');
+    throw last;
+  });
 }
 
 const isBulkExists = (err: unknown): boolean => err instanceof DomainError && err.code === 'BULK_EXISTS';

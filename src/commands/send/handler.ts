@@ -7,7 +7,7 @@ import type { AppendResult, Position, StreamAppend } from '../../ports/event-sto
 import { type SendEvent, UNCLASSIFIED_SEND_FAILURE } from '../../events/sends';
 import { isProviderError, mayHaveReachedProvider, type ProviderError } from '../../ports/provider';
 import { normalizePhone } from '../../shared/phone';
-import { isLostConnection } from '../../shared/retry';
+import { againOnLostConnection } from '../../shared/retry';
 import { DomainError } from '../decider';
 import { baseMetadata, type CommandContext } from '../handle';
 import { sendCatalogOf } from './catalog';
@@ -84,39 +84,6 @@ export class SendRefusedError extends DomainError {
   ) {
     super(code, message);
     this.name = 'SendRefusedError';
-  }
-}
-
-/**
- * The unkeyed send's record of an accepted message is appended again after these pauses when a connection was lost
- * under it (a terminated backend, a failover; the pool's other idle connections die with it). Unrecorded, the message
- * the customer got was in no status record, no quota and no chat history, and its statuses were dead-lettered; the
- * client got a 500 (review 13, docs/sends.md). The append's event ids are deterministic (send id and index, the
- * outbound message's send id), so a first try that did commit (its answer lost with the connection) is recognised by
- * the event store (alreadyAppended), never stored twice.
- */
-const ACCEPTED_RETRY_DELAYS_MS = [50, 250];
-
-/** The unkeyed send's accepted record, tried again while its connection is lost (see ACCEPTED_RETRY_DELAYS_MS). */
-async function appendAcceptedAgain(
-  services: Services,
-  appends: StreamAppend[],
-  firstError: unknown,
-  ids: { sendId: string; providerMessageId: string },
-): Promise<AppendResult[]> {
-  let err = firstError;
-  for (let attempt = 1; ; attempt++) {
-    if (attempt > ACCEPTED_RETRY_DELAYS_MS.length || !isLostConnection(err)) {
-      services.logger.error({ err, ...ids }, 'the provider accepted the message but its record could not be appended');
-      throw err;
-    }
-    services.logger.warn({ err, attempt, ...ids }, 'appending the accepted send failed (connection lost); trying again');
-    await new Promise((ok) => setTimeout(ok, ACCEPTED_RETRY_DELAYS_MS[attempt - 1]));
-    try {
-      return await services.store.appendMany(appends);
-    } catch (next) {
-      err = next;
-    }
   }
 }
 
@@ -316,7 +283,16 @@ export async function sendValidated(
   } catch (err) {
     // nothing more on the success path: the retry is only reached from here (docs/sends.md, 2026-11-28)
     if (requestRecorded) throw err;
-    results = await appendAcceptedAgain(services, appends, err, { sendId, providerMessageId });
+    // an unkeyed send's record of an accepted message, appended again when its connection was lost: unrecorded, the
+    // message the customer got was in no status record, quota or chat history (review 13). Its event ids are
+    // deterministic, so a first try that committed (its answer lost) is recognised (alreadyAppended), never stored twice
+    const ids = { sendId, providerMessageId };
+    results = await againOnLostConnection(err, () => services.store.appendMany(appends), (lost, attempt) => {
+      services.logger.warn({ err: lost, attempt, ...ids }, 'appending the accepted send failed (connection lost); trying again');
+    }).catch((last: unknown) => {
+      services.logger.error({ err: last, ...ids }, 'the provider accepted the message but its record could not be appended');
+      throw last;
+    });
   }
   const [sendResult, recorded] = results;
   for (const e of accepted.events) services.metrics.eventsAppended.labels(e.type).inc();

@@ -120,10 +120,41 @@ const READ_STREAM_SQL = `SELECT seq, tx_id, stream_id, stream_revision, type, da
   WHERE stream_id = $1 AND stream_revision >= $2 ORDER BY stream_revision`;
 const READ_STREAMS_SQL = `SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
   WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, stream_revision`;
-const READ_ALL_SQL = `SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
-  WHERE (tx_id, seq) > ($1::bigint, $2::bigint)
-    AND tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
-  ORDER BY tx_id, seq LIMIT $3`;
+// The log is read below a horizon: no transaction that could still append an event with a lower tx_id is running.
+// Both reads also answer the cluster's oldest running transaction id (`cluster_xmin`, one row with no event when
+// nothing is readable), which tells when that horizon stays put (docs/core.md, "Reading the log").
+const readAllSql = (horizon: string) => `SELECT h.cluster_xmin, e.seq, e.tx_id, e.stream_id, e.stream_revision, e.type, e.data, e.metadata
+  FROM (${horizon}) h
+  LEFT JOIN LATERAL (
+    SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
+     WHERE (tx_id, seq) > ($1::bigint, $2::bigint) AND tx_id < h.horizon
+     ORDER BY tx_id, seq LIMIT $3
+  ) e ON true`;
+/** Below the oldest running transaction of the whole cluster: one function call, but any database's can hold it. */
+const READ_ALL_SQL = readAllSql(
+  'SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS horizon, pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS cluster_xmin',
+);
+/**
+ * Below the oldest running transaction that may be this database's: the snapshot's running ids less those that
+ * pg_stat_activity shows in another database (a transaction's id never moves between databases; an id it does not
+ * show, finished meanwhile or a prepared transaction, counts as this database's). Reads a status entry per backend.
+ */
+const READ_ALL_OWN_DATABASE_SQL = readAllSql(`
+  SELECT LEAST(pg_snapshot_xmax(s)::text::bigint, (
+           SELECT min(x::text::bigint) FROM pg_snapshot_xip(s) AS x
+            WHERE x::text::bigint % 4294967296 NOT IN (
+              SELECT a.backend_xid::text::bigint FROM pg_stat_get_activity(NULL) AS a
+               WHERE a.backend_xid IS NOT NULL
+                 AND a.datid IS DISTINCT FROM (SELECT oid FROM pg_database WHERE datname = current_database()))
+         )) AS horizon,
+         pg_snapshot_xmin(s)::text::bigint AS cluster_xmin
+    FROM pg_current_snapshot() AS s`);
+
+/**
+ * How long the cluster's oldest running transaction must stay the same before the log is read below this database's
+ * own instead (READ_ALL_OWN_DATABASE_SQL): under load it moves every few milliseconds, and the cheaper read serves.
+ */
+export const PINNED_HORIZON_MS = 250;
 
 const MAX_ANY_RETRIES = 20;
 
@@ -147,7 +178,13 @@ export class PostgresEventStore implements EventStore {
     appendMany: (appends) => this.appendMany(appends),
   });
 
-  constructor(private readonly pool: Pool) {
+  /** the cluster's oldest running transaction id at the last read, and since when it has been that one */
+  private clusterXmin = { value: '', since: 0 };
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly options: { pinnedHorizonMs?: number } = {},
+  ) {
     this.emitter.setMaxListeners(0);
   }
 
@@ -340,8 +377,15 @@ export class PostgresEventStore implements EventStore {
 
   async readAll(after: Position, limit: number): Promise<ReadAllBatch> {
     const [tx, seq] = decode(after);
-    const res = await this.pool.query<EventRow>({ name: 'es_read_all', text: READ_ALL_SQL, values: [tx.toString(), seq.toString(), limit] });
-    const events = res.rows.map(toRecorded);
+    const pinned = this.clusterXmin.value !== '' && Date.now() - this.clusterXmin.since >= (this.options.pinnedHorizonMs ?? PINNED_HORIZON_MS);
+    const res = await this.pool.query<EventRow & { cluster_xmin: string }>(
+      pinned
+        ? { name: 'es_read_all_own_database', text: READ_ALL_OWN_DATABASE_SQL, values: [tx.toString(), seq.toString(), limit] }
+        : { name: 'es_read_all', text: READ_ALL_SQL, values: [tx.toString(), seq.toString(), limit] },
+    );
+    const xmin = res.rows[0]?.cluster_xmin;
+    if (xmin !== undefined && xmin !== this.clusterXmin.value) this.clusterXmin = { value: xmin, since: Date.now() };
+    const events = res.rows.filter((r) => r.tx_id !== null).map(toRecorded);
     return { events, nextPosition: events.length ? events[events.length - 1].position : after };
   }
 

@@ -62,8 +62,8 @@ export async function awaitReadModels(
 
 /**
  * The timeout as the operator reads it: `what` did not happen, why, and what to do. `heldBack`: catch-up gave up
- * behind the head of the log, so the oldest writing transaction on the cluster is named (readers cannot pass
- * anything committed after it began writing; docs/core.md).
+ * behind the head of the log, so the oldest writing transaction of this database is named (readers cannot pass
+ * anything committed after it began writing; another database's stops holding them after a moment: docs/core.md).
  */
 export async function readModelsBehind(services: Services, what: string, heldBack: boolean): Promise<ReadModelsBehindError> {
   const holder = heldBack ? await oldestWritingTransaction(services.pool).catch(() => undefined) : undefined;
@@ -78,7 +78,7 @@ async function oldestWritingTransaction(pool: Pool): Promise<{ pid: number; data
   const r = await pool.query<{ pid: number; database: string; open_for_s: number }>(
     `SELECT pid, datname AS database, floor(extract(epoch FROM now() - xact_start))::int AS open_for_s
        FROM pg_stat_activity
-      WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+      WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() AND datname = current_database()
       ORDER BY age(backend_xid) DESC
       LIMIT 1`,
   );

@@ -31,7 +31,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** the validated Idempotency-Key header on an idempotent route; undefined when absent */
     idempotencyKey: string | undefined;
-    /** on an `idempotent: 'command'` route with a key: the request's fingerprint (fingerprintOf) */
+    /** on an idempotent route with a key: the request's fingerprint (fingerprintOf) */
     idempotencyFingerprint: string | undefined;
   }
 }
@@ -95,6 +95,17 @@ export const fingerprintOf = (request: FastifyRequest): string | Promise<string>
     ? requestFingerprintInTurns(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null)
     : requestFingerprint(request.method, request.routeOptions.url ?? '', request.params ?? {}, request.body ?? null);
 
+/**
+ * Puts fingerprintOf's value on the request: at once for a small body (a string: no await on the keyed single send's
+ * hot path), once the returned promise settles for a large one.
+ */
+function putFingerprint(request: FastifyRequest): Promise<void> | undefined {
+  const pending = fingerprintOf(request);
+  if (typeof pending !== 'string') return pending.then((fingerprint) => void (request.idempotencyFingerprint = fingerprint));
+  request.idempotencyFingerprint = pending;
+  return undefined;
+}
+
 /** SHA-256 (hex) of a request: method, route, path parameters and body after validation, as canonical JSON */
 export const requestFingerprint = (method: string, route: string, params: unknown, body: unknown): string =>
   createHash('sha256').update(`${method} ${route}\n${canonicalJson(params)}\n${canonicalJson(body)}`).digest('hex');
@@ -139,9 +150,7 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     const key = validKeyOf(request);
     if (key === undefined) return;
     request.idempotencyKey = key;
-    const pending = fingerprintOf(request);
-    // a small body's fingerprint is a string: no await (the keyed single send's hot path)
-    request.idempotencyFingerprint = typeof pending === 'string' ? pending : await pending;
+    return putFingerprint(request);
   };
 
   const preHandler: preHandlerHookHandler = async function (request, reply) {
@@ -149,8 +158,8 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     if (key === undefined) return;
     request.idempotencyKey = key;
     const { companyId } = requireCompany(request.apiKey!);
-    const pending = fingerprintOf(request);
-    const fingerprint = typeof pending === 'string' ? pending : await pending;
+    await putFingerprint(request);
+    const fingerprint = request.idempotencyFingerprint!;
     const deadline = Date.now() + IN_FLIGHT_WAIT_MS;
     for (;;) {
       const result = await store.claim(companyId, key, fingerprint, services.now(), LEASE_MS);

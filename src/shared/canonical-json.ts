@@ -8,8 +8,9 @@ const RECURSION_DEPTH = 200;
  * JSON with object keys sorted at every depth: equal bodies give equal text whatever their key order. Object
  * entries whose value is undefined are left out; an undefined (or missing) array item is `null`; other values as
  * JSON.stringify writes them (toJSON is not called: a Date is `{}`). The text is part of every stored Idempotency-Key
- * fingerprint, so it must never change (test/unit/canonical-json-identical.test.ts compares it with the first
- * version, canonicalJsonIterative below, on varied inputs).
+ * fingerprint, so it must never change (test/unit/canonical-json-identical.test.ts pins the first version's texts and
+ * compares it with canonicalJsonIterative below on varied inputs; test/unit/review15-canonical-json-walk.test.ts
+ * keeps the first version verbatim and compares all three writers with it).
  *
  * Written by recursion that concatenates strings (cheaper than the stack of tiny strings joined at the end: see
  * docs/idempotency.md); a subtree nested deeper than RECURSION_DEPTH levels is written with the explicit stack, so a
@@ -59,39 +60,71 @@ function primitive(v: unknown): string {
 }
 
 /**
- * The first version of canonicalJson (explicit stack, tiny strings joined at the end): the reference the output
- * must equal, and the writer of subtrees nested deeper than RECURSION_DEPTH.
+ * The first version's walk (an explicit stack of values to write and text to emit as is: any depth), in runs that can
+ * stop after any item and go on later. Object keys in UTF-16 code unit order (default sort: keys are unique, no ties),
+ * undefined entries left out, undefined array items `null`, other values as write() writes them.
+ */
+class CanonicalWalk {
+  /** text written and not yet taken */
+  text = '';
+  private readonly work: Array<{ value: unknown } | string>;
+
+  constructor(value: unknown) {
+    this.work = [{ value }];
+  }
+
+  /**
+   * Writes items (the value, then each value of its arrays and objects) until `stop()`, asked after each item, says
+   * so; true when everything is written.
+   */
+  run(stop: () => boolean): boolean {
+    const work = this.work;
+    while (work.length > 0) {
+      const next = work.pop()!;
+      if (typeof next === 'string') {
+        this.text += next;
+        continue;
+      }
+      const v = next.value;
+      if (typeof v !== 'object' || v === null) {
+        this.text += typeof v === 'string' ? quote(v) : primitive(v);
+      } else if (Array.isArray(v)) {
+        work.push(']');
+        for (let i = v.length - 1; i >= 0; i--) {
+          work.push({ value: v[i] ?? null });
+          if (i > 0) work.push(',');
+        }
+        work.push('[');
+      } else {
+        const o = v as Record<string, unknown>;
+        const keys = Object.keys(o).sort();
+        work.push('}');
+        let later = false; // an entry after this one (from the end) was written: a comma goes before it
+        for (let i = keys.length - 1; i >= 0; i--) {
+          const e = o[keys[i]];
+          if (e === undefined) continue;
+          if (later) work.push(',');
+          work.push({ value: e }, quote(keys[i]) + ':');
+          later = true;
+        }
+        work.push('{');
+      }
+      if (stop()) return work.length === 0;
+    }
+    return true;
+  }
+}
+
+const never = (): boolean => false;
+
+/**
+ * canonicalJson by the explicit-stack walk (the first version's way, no recursion): the writer of subtrees nested
+ * deeper than RECURSION_DEPTH, and the reference the recursive writer is compared with.
  */
 export function canonicalJsonIterative(value: unknown): string {
-  const out: string[] = [];
-  const work: Array<{ value: unknown } | string> = [{ value }]; // a value to write, or text to emit as is
-  while (work.length > 0) {
-    const next = work.pop()!;
-    if (typeof next === 'string') {
-      out.push(next);
-      continue;
-    }
-    const v = next.value;
-    if (Array.isArray(v)) {
-      work.push(']');
-      for (let i = v.length - 1; i >= 0; i--) {
-        work.push({ value: v[i] ?? null });
-        if (i > 0) work.push(',');
-      }
-      work.push('[');
-    } else if (v !== null && typeof v === 'object') {
-      const entries = Object.entries(v as Record<string, unknown>).filter(([, e]) => e !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-      work.push('}');
-      for (let i = entries.length - 1; i >= 0; i--) {
-        work.push({ value: entries[i][1] }, `${JSON.stringify(entries[i][0])}:`);
-        if (i > 0) work.push(',');
-      }
-      work.push('{');
-    } else {
-      out.push(JSON.stringify(v ?? null));
-    }
-  }
-  return out.join('');
+  const walk = new CanonicalWalk(value);
+  walk.run(never);
+  return walk.text;
 }
 
 /** Text is handed to `emit` in pieces of about this many characters (whole tokens: never half a surrogate pair). */
@@ -103,43 +136,14 @@ const EMIT_CHARS = 64 * 1024;
  * text). One item (a value of an array or an object) counts as one step of the slice.
  */
 export async function canonicalJsonInTurns(value: unknown, emit: (text: string) => void, turns: Turns): Promise<void> {
-  let buffer = '';
-  const work: Array<{ value: unknown } | string> = [{ value }];
-  while (work.length > 0) {
-    const next = work.pop()!;
-    if (typeof next === 'string') {
-      buffer += next;
-      continue;
+  const walk = new CanonicalWalk(value);
+  const stop = (): boolean => {
+    if (walk.text.length >= EMIT_CHARS) {
+      emit(walk.text);
+      walk.text = '';
     }
-    const v = next.value;
-    if (typeof v !== 'object' || v === null) {
-      buffer += typeof v === 'string' ? quote(v) : primitive(v);
-    } else if (Array.isArray(v)) {
-      work.push(']');
-      for (let i = v.length - 1; i >= 0; i--) {
-        work.push({ value: v[i] ?? null });
-        if (i > 0) work.push(',');
-      }
-      work.push('[');
-    } else {
-      const o = v as Record<string, unknown>;
-      const keys = Object.keys(o).sort();
-      work.push('}');
-      let later = false; // an entry after this one (from the end) was written: a comma goes before it
-      for (let i = keys.length - 1; i >= 0; i--) {
-        const e = o[keys[i]];
-        if (e === undefined) continue;
-        if (later) work.push(',');
-        work.push({ value: e }, quote(keys[i]) + ':');
-        later = true;
-      }
-      work.push('{');
-    }
-    if (buffer.length >= EMIT_CHARS) {
-      emit(buffer);
-      buffer = '';
-    }
-    if (turns.due()) await turns.next();
-  }
-  if (buffer.length > 0) emit(buffer);
+    return turns.due();
+  };
+  while (!walk.run(stop)) await turns.next();
+  if (walk.text.length > 0) emit(walk.text);
 }

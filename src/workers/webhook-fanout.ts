@@ -21,6 +21,12 @@ const NAME = 'fanout';
 const LOCK = 'webhooks:fanout';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+// The read models the fan-out waits for before it builds a batch's webhooks (each stops before an unreadable event
+// it handles): the endpoint list first, then, when an endpoint is subscribed, the status records.
+const ENDPOINT_READ_MODELS = [webhooksProjection];
+const STATUS_READ_MODELS = [sendsProjection, bulkProjection];
+const READ_MODELS = [...ENDPOINT_READ_MODELS, ...STATUS_READ_MODELS];
+
 /** The fan-out's checkpoint (undefined before a fan-out ever started). */
 async function checkpointOf(db: Pool | PoolClient): Promise<Position | undefined> {
   const cp = await db.query<{ position: string }>('SELECT position FROM webhooks.fanout_checkpoint WHERE name = $1', [NAME]);
@@ -129,10 +135,10 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
       const companies = [...new Set(relevant.map((e) => (e.data as { companyId: number }).companyId))];
       // the endpoint list and the status records must include this batch: let those read models pass it first
       const last = batch.events[batch.events.length - 1].position;
-      await services.runner.waitFor(last, [webhooksProjection], 30_000);
+      await services.runner.waitFor(last, ENDPOINT_READ_MODELS, 30_000);
       const subscribed = await enabledEndpointsOf(client, companies);
       if (subscribed.length > 0) {
-        await services.runner.waitFor(last, [sendsProjection, bulkProjection], 30_000);
+        await services.runner.waitFor(last, STATUS_READ_MODELS, 30_000);
         for (const w of await toWebhookEvents(services.pool, relevant)) {
           for (const ep of subscribed) {
             if (ep.companyId !== w.companyId || !ep.eventTypes.includes(w.type)) continue;
@@ -189,9 +195,6 @@ async function readWholeUpserts(store: LogReader, position: Position, batchSize:
 }
 
 const batchOf = (events: RecordedEvent[]): ReadAllBatch => ({ events, nextPosition: events[events.length - 1].position });
-
-/** the read models the fan-out waits for before it builds a batch's webhooks (each stops before an unreadable event it handles) */
-const READ_MODELS = [webhooksProjection, sendsProjection, bulkProjection];
 
 /**
  * Whether the fan-out must not pass `e` unread: it turns events of its type into webhooks, or one of the read models

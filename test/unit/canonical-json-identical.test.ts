@@ -6,7 +6,7 @@ import { Turns } from '../../src/shared/turns';
 
 // canonicalJson is part of every stored Idempotency-Key fingerprint: a keyed request repeated after an upgrade must
 // give the same fingerprint, so the text must stay byte for byte what the first version wrote. The first version is
-// kept verbatim as canonicalJsonIterative; the golden texts and hashes below were computed with it before the change.
+// kept verbatim in review15-canonical-json-walk.test.ts; the golden texts and hashes below were computed with it.
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 

@@ -18,6 +18,7 @@ import {
   type SendTemplateRequest,
   type SendTemplateResult,
 } from '../../ports/provider';
+import { LogThrottle } from '../../shared/log-throttle';
 import { retryAfterMs } from '../../shared/retry-after';
 
 /** Errors of a connection that was never made (nothing was sent): the request may be tried again at once. */
@@ -153,8 +154,8 @@ export class CloudApiProvider implements MessagingProvider {
   private readonly random: () => number;
   private readonly agent: Agent | undefined;
   private readonly accessToken: string;
-  /** per kind of network failure: when it was last logged, and how many were not logged since */
-  private readonly networkLogged = new Map<string, { at: number; notLogged: number }>();
+  /** one log line per kind of network failure per NETWORK_LOG_EVERY_MS */
+  private readonly networkLogged = new LogThrottle(NETWORK_LOG_EVERY_MS);
 
   constructor(private readonly options: CloudApiProviderOptions) {
     // surrounding whitespace (a token file's line break) is dropped, as fetch drops it from a header value
@@ -232,15 +233,8 @@ export class CloudApiProvider implements MessagingProvider {
   private networkFailure(code: string, what: string, err: unknown, details?: ProviderError['details']): ProviderError {
     const text = networkFailureText(err);
     const logger = this.options.logger;
-    if (logger) {
-      const now = Date.now();
-      const last = this.networkLogged.get(text);
-      if (last && now - last.at < NETWORK_LOG_EVERY_MS) last.notLogged++;
-      else {
-        logger.warn({ err, code, failuresNotLoggedSinceLast: last?.notLogged ?? 0 }, `${what}: ${text}`);
-        this.networkLogged.set(text, { at: now, notLogged: 0 });
-      }
-    }
+    const due = logger ? this.networkLogged.due(text) : undefined;
+    if (logger && due) logger.warn({ err, code, failuresNotLoggedSinceLast: due.notLoggedSinceLast }, `${what}: ${text}`);
     return new ProviderError(code, `${what}: ${text}`, true, details);
   }
 

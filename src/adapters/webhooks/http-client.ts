@@ -1,4 +1,5 @@
 import { Agent, type buildConnector, type Dispatcher, Pool, ProxyAgent } from 'undici';
+import { LogThrottle } from '../../shared/log-throttle';
 import { ForbiddenAddressError, guardLookup, guardedLookup, literalHostRefusal, type Resolver, resolvingLookup } from './address-guard';
 
 export interface WebhookPost {
@@ -93,8 +94,7 @@ export function proxyFailureText(err: unknown): string {
  */
 export class WebhookHttpClient {
   private readonly agent: Dispatcher;
-  private proxyLoggedAt = -Infinity;
-  private proxyFailuresNotLogged = 0;
+  private readonly proxyLogged = new LogThrottle(PROXY_LOG_EVERY_MS);
 
   constructor(private readonly options: WebhookHttpClientOptions) {
     const ca = options.ca ? { ca: options.ca } : {};
@@ -202,15 +202,9 @@ export class WebhookHttpClient {
   }
 
   private logProxyFailure(err: Error): void {
-    if (!this.options.logger) return;
-    const now = Date.now();
-    if (now - this.proxyLoggedAt < PROXY_LOG_EVERY_MS) {
-      this.proxyFailuresNotLogged++;
-      return;
-    }
-    this.options.logger.warn({ err, failuresNotLoggedSinceLast: this.proxyFailuresNotLogged }, 'webhook egress proxy (WEBHOOKS_PROXY_URL) could not be reached');
-    this.proxyLoggedAt = now;
-    this.proxyFailuresNotLogged = 0;
+    const logger = this.options.logger;
+    const due = logger ? this.proxyLogged.due() : undefined;
+    if (logger && due) logger.warn({ err, failuresNotLoggedSinceLast: due.notLoggedSinceLast }, 'webhook egress proxy (WEBHOOKS_PROXY_URL) could not be reached');
   }
 
   close(): void {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { FIELD_TYPES, MESSAGING_TIERS, TEMPLATE_STATUSES, VARIABLE_TYPES } from '../../events/provisioning';
 import { scopeOfKey } from '../../shared/api-key';
 import { hasUnstorableText, isStorableInstant } from '../../shared/storable';
+import { ianaZoneSpelling } from './time-zone';
 
 // The provisioning fixture (`shared/contracts/fixture.md`): its zod schema (strict objects: an unknown field is
 // an error) and the cross-reference checks zod cannot express (ids, dangling references, one default list).
@@ -15,7 +16,11 @@ const date = z.iso.date('must be a date YYYY-MM-DD').refine((d) => d >= '0001-01
 const dateTime = z.iso
   .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a zone (e.g. 2026-01-10T12:00:00Z)' })
   .refine((t) => isStorableInstant(Date.parse(t)), 'must be an instant from year 0001 to 9999 (UTC)');
-const timezone = z.string().refine(isIanaZone, 'must be an IANA time zone name (e.g. America/Argentina/Buenos_Aires)');
+// any letter case; kept as the IANA database spells it (case-sensitive zone libraries refuse another spelling)
+const timezone = z
+  .string()
+  .refine((zone) => ianaZoneSpelling(zone) !== undefined, 'must be an IANA time zone name (e.g. America/Argentina/Buenos_Aires)')
+  .transform((zone) => ianaZoneSpelling(zone)!);
 const nonBlank = z.string().trim().min(1, 'must not be empty');
 
 export const WEEKDAYS = ['MONDAY', 'TUESDAY', 'WEDNESDAY', 'THURSDAY', 'FRIDAY', 'SATURDAY', 'SUNDAY'] as const;
@@ -412,13 +417,3 @@ function checkReferences(f: Fixture, prefix: string): FixtureIssue[] {
 
 /** What auth accepts as key text (see src/http/auth.ts): no whitespace, at most 512 characters. */
 const isKeyText = (key: string): boolean => key.length <= 512 && !/\s/.test(key);
-
-function isIanaZone(zone: string): boolean {
-  if (!zone.includes('/') && zone !== 'UTC') return false;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: zone });
-    return true;
-  } catch {
-    return false;
-  }
-}

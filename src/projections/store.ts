@@ -52,8 +52,13 @@ export async function readCheckpoint(db: Pool | PoolClient, name: string): Promi
   return (await db.query<CheckpointRow>('SELECT * FROM projections.checkpoints WHERE name = $1', [name])).rows[0];
 }
 
-/** Creates the projection's schema, tables and checkpoint row when missing (idempotent, serialised). */
+/**
+ * Creates the projection's schema, tables and checkpoint row when missing (idempotent, serialised). A projection
+ * that has its checkpoint needs nothing, and its lock is not waited for: a process holding it (a long batch, or one
+ * paused in a batch) held every CLI command and every process's start behind it (review 15).
+ */
 export async function ensureProjection(pool: Pool, p: Projection): Promise<void> {
+  if (await readCheckpoint(pool, p.name)) return;
   await withTransaction(pool, async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lockKeyOf(p.name)]);
     const existing = await readCheckpoint(tx, p.name);

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
 import { DomainError } from '../commands/decider';
 import { ReadModelsBehindError } from '../commands/provisioning/read-models';
 import { ReadModelTimeoutError } from '../ports/read-models';
@@ -148,4 +149,19 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) => {
     reply.status(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });
   });
+}
+
+/**
+ * For a route (with `attachValidation: true`) whose OpenAPI document marks a query parameter required while its
+ * handler answers a missing one with the route's own message: the validation error is thrown unless its only
+ * problem is a missing parameter of `query` (the handler then names it). Any other invalid value is the 400 it was,
+ * naming only that value.
+ */
+export function throwUnlessOnlyMissing(request: FastifyRequest, query: z.ZodObject): void {
+  if (!request.validationError) return;
+  const others = query.partial().safeParse(request.query);
+  if (others.success) return;
+  const fields: Record<string, string[]> = {};
+  for (const issue of others.error.issues) (fields[issue.path.join('.') || 'querystring'] ??= []).push(issue.message);
+  throw fieldErrors(fields);
 }

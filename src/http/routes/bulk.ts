@@ -134,6 +134,8 @@ const page = <T extends z.ZodTypeAny>(item: T) =>
 
 const errorSchema = z.object({ error: z.string() });
 const detailErrorSchema = z.object({ detail: z.string() });
+/** the key's refusals (missing, invalid or expired: 401; a global key: 403), in the plain shape whatever the route's */
+const keyRefusals = { 401: errorSchema, 403: errorSchema };
 const fieldErrorsSchema = z.record(z.string(), z.array(z.string())).describe('{field: [messages]}');
 
 // ---- query and path parameters (strings in, checked here so the messages are the API's own)
@@ -308,6 +310,7 @@ const rethrow = (err: unknown): never => {
 
 export function registerBulkRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
+  // the key's policy on onRequest, before the body, query and path are validated: a global key is 403, never a 400
   const auth = async (request: FastifyRequest) => {
     await app.authenticate(request, 'company');
   };
@@ -325,9 +328,9 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
         'Repeated phones are removed, every spelling of one number counted once (total_recipients submitted, ' +
         'unique_recipients kept). At most 100,000 recipients (more is a 400) and bodies up to 32 MiB. The dispatcher sends at the number\'s tier spacing and pauses while its 24 h quota is used up.',
       body: createBodySchema,
-      response: { 202: createdSchema, 400: fieldErrorsSchema.or(errorSchema), 404: errorSchema },
+      response: { 202: createdSchema, 400: fieldErrorsSchema.or(errorSchema), ...keyRefusals, 404: errorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request, reply) => {
     const key = requireCompany(request.apiKey!);
     const body = request.body;
@@ -378,9 +381,9 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
         `page (default 1; past the last page: 404 {"detail": "Invalid page."}), page_size (default ${DEFAULT_PAGE_SIZE}, ` +
         `at most ${MAX_PAGE_SIZE}: larger values are clamped). next/previous are absolute URLs keeping the filters.`,
       querystring: listQuerySchema,
-      response: { 200: page(listItemSchema), 400: fieldErrorsSchema, 404: detailErrorSchema },
+      response: { 200: page(listItemSchema), 400: fieldErrorsSchema, ...keyRefusals, 404: detailErrorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => {
     const key = requireCompany(request.apiKey!);
     const q = request.query;
@@ -401,9 +404,9 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
       tags: ['platform-templates'],
       summary: 'A bulk send: status, counters, progress, remaining time estimate, creator',
       params: idParams,
-      response: { 200: detailSchema, 400: fieldErrorsSchema, 404: detailErrorSchema },
+      response: { 200: detailSchema, 400: fieldErrorsSchema, ...keyRefusals, 404: detailErrorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => {
     const key = requireCompany(request.apiKey!);
     const bulk = await getBulkSend(services.pool, key.companyId, request.params.bulk_send_id);
@@ -419,9 +422,9 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
       description: `status filter: ${MESSAGE_STATUSES.join(', ')}. Paging as for the list.`,
       params: idParams,
       querystring: messagesQuerySchema,
-      response: { 200: page(messageItemSchema), 400: fieldErrorsSchema, 404: detailErrorSchema },
+      response: { 200: page(messageItemSchema), 400: fieldErrorsSchema, ...keyRefusals, 404: detailErrorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => {
     const key = requireCompany(request.apiKey!);
     const bulk = await getBulkSend(services.pool, key.companyId, request.params.bulk_send_id);
@@ -444,9 +447,9 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
         '(status CANCELLED). 409 {"error"} when it already finished or was cancelled; 404 {"detail"} when unknown. No body.',
       params: idParams,
       // a malformed JSON body or Idempotency-Key is a plain {error} 400
-      response: { 200: detailSchema, 400: fieldErrorsSchema.or(errorSchema), 404: detailErrorSchema, 409: errorSchema },
+      response: { 200: detailSchema, 400: fieldErrorsSchema.or(errorSchema), ...keyRefusals, 404: detailErrorSchema, 409: errorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => {
     const key = requireCompany(request.apiKey!);
     const bulkId = request.params.bulk_send_id;

@@ -11,7 +11,7 @@ import type { Services } from '../../services';
 import { normalizePhone } from '../../shared/phone';
 import { requireCompany } from '../auth';
 import { type ContactView, contactCacheOf } from '../contact-cache';
-import { badRequest, conflict } from '../errors';
+import { badRequest, conflict, throwUnlessOnlyMissing } from '../errors';
 
 // Contacts (spec: contact-lookup, external contacts get, upsert). Decisions: docs/contacts.md.
 
@@ -106,14 +106,17 @@ const upsertBodyDoc = z
   })
   .loose();
 
+// `phone` is required (documented so); a missing or blank one is the route's own 400 `phone is required`
 const phoneQuery = z.object({
-  phone: z.string().optional().describe('E.164 with or without +, Argentine 9/15 variants, spaces and dashes'),
+  phone: z.string().describe('E.164 with or without +, Argentine 9/15 variants, spaces and dashes'),
 });
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 const lookupSource = (s: ContactSource | null): ContactSource | null => (s === 'directory_contacts' ? 'other' : s);
 
-function requirePhone(raw: string | undefined): string {
+function requirePhone(request: FastifyRequest): string {
+  throwUnlessOnlyMissing(request, phoneQuery);
+  const raw = (request.query as { phone?: string }).phone;
   if (raw === undefined || raw.trim() === '') throw badRequest('phone is required');
   return raw;
 }
@@ -238,6 +241,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
   app.get('/api/v1/contact-lookup/', {
     config,
     onRequest: companyKey,
+    attachValidation: true,
     schema: {
       tags: ['contacts'],
       summary: "Look up a contact of the key's company by phone, with reply and session-window information",
@@ -245,7 +249,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
       response: { 200: lookupResponse, 400: errorBody, 401: errorBody, 403: errorBody },
     },
   }, async (request, reply) => {
-    const e164 = normalizePhone(requirePhone(request.query.phone));
+    const e164 = normalizePhone(requirePhone(request));
     if (!e164) return sendJson(reply, LOOKUP_NOT_FOUND.render(0));
     const companyId = companyOf(request);
     const view = await cache.get('lookup', companyId, e164, async () => lookupView(await lookupContact(services.pool, companyId, e164)));
@@ -255,6 +259,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
   app.get('/api/v1/external/contacts/', {
     config,
     onRequest: strictCompanyKey,
+    attachValidation: true,
     schema: {
       tags: ['contacts'],
       summary: "Get a (non-test) contact of the key's company by phone, with every custom field of its list",
@@ -262,7 +267,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
       response: { 200: getResponse, 400: errorBody, 401: errorBody, 409: errorBody },
     },
   }, async (request, reply) => {
-    const e164 = normalizePhone(requirePhone(request.query.phone));
+    const e164 = normalizePhone(requirePhone(request));
     if (!e164) return sendJson(reply, GET_NOT_FOUND.render(0));
     const companyId = companyOf(request);
     const view = await cache.get('external', companyId, e164, async () => externalView(await findExternalContacts(services.pool, companyId, e164, 2), e164));

@@ -7,7 +7,7 @@ import { parseIsoInstant } from '../../shared/iso-instant';
 import { isStorableInstant } from '../../shared/storable';
 import { ExportCursorCodec, type CursorState, type ExportFilters } from '../../projections/conversations/export-cursor';
 import { CHANNEL_GROUPS, type ExportInclude, openMessageExport } from '../../projections/conversations/export';
-import { ApiError } from '../errors';
+import { ApiError, throwUnlessOnlyMissing } from '../errors';
 import { EXPORT_RETRY_AFTER_S, ExportAdmission, tooManyExports } from '../export-admission';
 
 // GET /api/v1/qualitative-export/messages (spec: "Exported message record", export errors; docs/export.md).
@@ -20,10 +20,11 @@ export const MAX_COMPANIES = 100;
 export const MAX_AGENTS = 1000;
 const INCLUDE_VALUES = ['classifications', 'extractions', 'tool_calls', 'trace_id'] as const;
 
+// company_id, from and to are required (documented so); a missing one is parseExportQuery's own 400, naming it
 const querystring = z.object({
-  company_id: z.string().optional().describe('one company id, or a comma-separated list (global keys)'),
-  from: z.string().optional().describe('ISO 8601, inclusive; year 0001 to 9999 in UTC'),
-  to: z.string().optional().describe('ISO 8601, exclusive; after `from`, at most 31 days later; year 0001 to 9999 in UTC'),
+  company_id: z.string().describe('one company id, or a comma-separated list (global keys)'),
+  from: z.string().describe('ISO 8601, inclusive; year 0001 to 9999 in UTC'),
+  to: z.string().describe('ISO 8601, exclusive; after `from`, at most 31 days later; year 0001 to 9999 in UTC'),
   channel: z.string().optional().describe('msgapp, photoapp, socialmsg or all (default)'),
   agent_id: z.string().optional().describe('AI agent id, or a comma-separated list: only messages those agents wrote'),
   direction: z.string().optional().describe('incoming, outgoing or all (default)'),
@@ -31,7 +32,24 @@ const querystring = z.object({
   cursor: z.string().optional().describe('`next_cursor` of the previous page'),
   limit: z.string().optional().describe('rows per page, 1-10000 (default 5000)'),
 });
-type Query = z.infer<typeof querystring>;
+type Query = Partial<z.infer<typeof querystring>>;
+
+const exportError = (what: string) => z.object({ error: z.object({ code: z.string(), message: z.string() }) }).describe(what);
+/**
+ * The export's answers in the OpenAPI document: the NDJSON page (streamed: never serialized through a schema) and its
+ * refusals in the export's `{error: {code, message}}` shape (the rate limit's 429 is added to the 429 by rate-limit.ts).
+ */
+const responses = {
+  200: {
+    description: 'one exported message record per line, optionally ending with the _truncated sentinel or an _error line',
+    content: { 'application/x-ndjson': { schema: z.string().describe('NDJSON: one JSON object per line') } },
+  },
+  400: exportError('INVALID_PARAMETER: a parameter is missing or invalid, e.g. from not less than to'),
+  401: exportError('AUTH_REQUIRED: the API key is missing, invalid, revoked or expired'),
+  403: exportError('COMPANY_ACCESS_DENIED: the key has no access to a requested company_id'),
+  429: exportError('TOO_MANY_EXPORTS: too many pages streaming at once, for the key or the service (Retry-After)')
+    .meta({ headers: { 'retry-after': { type: 'integer', description: 'seconds to wait before asking again' } } }),
+};
 
 const invalid = (message: string) => new ApiError(400, message, 'INVALID_PARAMETER');
 
@@ -133,8 +151,10 @@ export function registerExportRoutes(app: FastifyInstance, services: Services): 
           'or the service) is an immediate 429 TOO_MANY_EXPORTS with Retry-After.',
         tags: ['export'],
         querystring,
+        response: responses,
       },
       config: { errorShape: 'export' },
+      attachValidation: true,
       // authentication first: a request without a key is 401 whatever its parameters
       onRequest: async (request) => {
         await app.authenticate(request, 'any');
@@ -142,7 +162,8 @@ export function registerExportRoutes(app: FastifyInstance, services: Services): 
     },
     async (request, reply) => {
       const key = request.apiKey!;
-      const q = parseExportQuery(request.query);
+      throwUnlessOnlyMissing(request, querystring);
+      const q = parseExportQuery(request.query as Query);
       if (key.scope !== 'global') {
         const denied = q.filters.companyIds.find((id) => id !== key.companyId);
         if (denied !== undefined) throw new ApiError(403, `this API key has no access to company ${denied}`, 'COMPANY_ACCESS_DENIED');
@@ -177,7 +198,7 @@ export function registerExportRoutes(app: FastifyInstance, services: Services): 
       finished(reply.raw, () => stream.destroy());
       reply.header('content-type', 'application/x-ndjson');
       reply.header('cache-control', 'no-store');
-      return reply.send(stream);
+      return reply.send(stream as never); // streamed as is: the 200's schema documents it, never serializes it
     },
   );
 }

@@ -76,7 +76,13 @@ const messageResponseSchema = z.object({
 });
 
 const errorSchema = z.object({ error: z.string() });
+/** the field validation shape, {field: [messages]}; other refusals of the send (a template not approved, a body that is not JSON, the Idempotency-Key) are {error} */
+const fieldErrorsSchema = z.record(z.string(), z.array(z.string())).describe('{field: [messages]}');
 const OUTCOME_UNKNOWN_RETRY_AFTER_S = 5;
+const outcomeUnknownSchema = errorSchema.meta({
+  description: "a keyed send whose first attempt's outcome is not known yet (SEND_OUTCOME_UNKNOWN): send it again after Retry-After",
+  headers: { 'retry-after': { type: 'integer', description: `seconds to wait before sending it again (${OUTCOME_UNKNOWN_RETRY_AFTER_S})` } },
+});
 
 const isoOrNull = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
@@ -140,9 +146,10 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
       tags: ['platform-templates'],
       summary: 'Send one approved template message synchronously',
       body: sendBodySchema,
-      response: { 200: sendResponseSchema, 400: z.unknown(), 404: errorSchema, 422: errorSchema, 429: errorSchema, 502: errorSchema, 503: errorSchema },
+      response: { 200: sendResponseSchema, 400: fieldErrorsSchema.or(errorSchema), 401: errorSchema, 403: errorSchema, 404: errorSchema, 422: errorSchema, 429: errorSchema, 502: errorSchema, 503: outcomeUnknownSchema },
     },
-    preHandler: async (request) => {
+    // the key's policy before the body or path is validated: a global key is 403, never a 400
+    onRequest: async (request) => {
       await app.authenticate(request, 'company');
     },
   }, async (request, reply) => {
@@ -187,9 +194,9 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
       tags: ['platform-templates'],
       summary: 'Status record of a single sent message, by the provider message id',
       params: z.object({ message_id: z.string().min(1).max(512) }),
-      response: { 200: messageResponseSchema, 403: errorSchema, 404: errorSchema },
+      response: { 200: messageResponseSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema },
     },
-    preHandler: async (request) => {
+    onRequest: async (request) => {
       await app.authenticate(request, 'company');
     },
   }, async (request) => {

@@ -84,6 +84,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     const refusal = url === undefined ? null : urlRefusal(url, urlRules);
     if (refusal) throw badRequest(refusal);
   };
+  // the key's policy on onRequest, before the body, query and path are validated: a global key is 403, never a 400
   const auth = async (request: FastifyRequest) => {
     await app.authenticate(request, 'company');
   };
@@ -106,7 +107,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
       description: 'A company has at most WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY endpoints (default 100): 409 once it has them.',
       response: { 201: withSecret, 400: errorSchema, 401: errorSchema, 403: errorSchema, 409: errorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request, reply) => {
     checkUrl(request.body.url);
     const { endpointId, secret } = await createWebhookEndpoint(deps, who(request), {
@@ -120,19 +121,19 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.get(BASE, {
     config: plain,
     schema: { tags, summary: "The company's webhook endpoints", response: { 200: z.object({ results: z.array(endpointSchema) }), 401: errorSchema, 403: errorSchema } },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => ({ results: (await listWebhookEndpoints(services.pool, who(request).companyId)).map(view) }));
 
   r.get(`${BASE}:id/`, {
     config: plain,
     schema: { tags, summary: 'One webhook endpoint', params: idParams, response: { 200: endpointSchema, 401: errorSchema, 404: errorSchema } },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => view(await endpointOf(request, request.params.id)));
 
   r.patch(`${BASE}:id/`, {
     config: plain,
     schema: { tags, summary: 'Change url, event types or description; enable or disable', params: idParams, body: patchBody, response: { 200: endpointSchema, 400: errorSchema, 401: errorSchema, 404: errorSchema } },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => {
     const current = await endpointOf(request, request.params.id);
     checkUrl(request.body.url);
@@ -148,7 +149,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.delete(`${BASE}:id/`, {
     config: plain,
     schema: { tags, summary: 'Delete a webhook endpoint (its queued deliveries are dropped)', params: idParams, response: { 204: z.null(), 401: errorSchema, 404: errorSchema } },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request, reply) => {
     await endpointOf(request, request.params.id);
     await deleteWebhookEndpoint(deps, who(request), request.params.id);
@@ -159,7 +160,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.post(`${BASE}:id/rotate-secret/`, {
     config: { ...plain, idempotent: true },
     schema: { tags, summary: 'A new signing secret; the previous one keeps signing alongside it for 24 h', params: idParams, response: { 200: withSecret, 401: errorSchema, 404: errorSchema } },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => {
     await endpointOf(request, request.params.id);
     const secret = await rotateWebhookSecret(deps, who(request), request.params.id, request.idempotencyKey);
@@ -172,7 +173,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
       tags, summary: 'Delivery attempts, newest first (paged; `next` continues after the page\'s last attempt with `before`, `previous` before its first with `after`)', params: idParams, querystring: attemptsPageQuery,
       response: { 200: z.object({ count: z.number().int(), next: z.string().nullable(), previous: z.string().nullable(), results: z.array(attemptSchema) }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request) => {
     await endpointOf(request, request.params.id);
     const { page, page_size, before, after } = request.query;
@@ -198,7 +199,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.post(`${BASE}:id/deliveries/:delivery_id/retry/`, {
     config: { ...plain, idempotent: true },
     schema: { tags, summary: 'Deliver again now (a failed delivery starts a fresh retry schedule)', params: deliveryParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request, reply) => {
     await endpointOf(request, request.params.id);
     const queued = UUID.test(request.params.delivery_id) && await requeueDelivery(services.pool, request.params.id, request.params.delivery_id, services.now());
@@ -213,7 +214,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
       params: idParams, body: recoverBody,
       response: { 202: z.object({ requeued: z.number().int(), has_more: z.boolean() }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
     },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request, reply) => {
     const endpoint = await endpointOf(request, request.params.id);
     const now = services.now();
@@ -233,7 +234,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.post(`${BASE}:id/test/`, {
     config: { ...plain, idempotent: true },
     schema: { tags, summary: 'Queue a `webhook.test` event to this endpoint (whatever its event types)', params: idParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
-    preHandler: auth,
+    onRequest: auth,
   }, async (request, reply) => {
     const endpoint = await endpointOf(request, request.params.id);
     const webhookId = webhookIdOf(randomUUID(), 'test');

@@ -15,6 +15,7 @@ import { registerIdempotency, REPLAYED_HEADER } from './idempotency';
 import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
+import { registerSharedRefusalDocs } from './shared-refusal-docs';
 import { decorateReadiness } from './stop-readiness';
 import { hasUnstorableText, MAX_JSON_DEPTH, nestsDeeperThan, scanInTurns } from '../shared/storable';
 import { isLargeBody, Turns } from '../shared/turns';
@@ -120,6 +121,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
 
   await registerRateLimits(app, services);
   registerIdempotency(app, services);
+  registerSharedRefusalDocs(app, '/api/');
   registerRoutes(app, services);
   return app;
 }

@@ -1,11 +1,10 @@
 import fastifyRateLimit, { type RateLimitOptions } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import { z } from 'zod';
 import { rateLimitsProjection } from '../projections/ratelimits/projection';
 import type { Services } from '../services';
 import { ApiError } from './errors';
 import { RateLimitCounter, storeOf } from './rate-limit-store';
-import { alsoDescribed, type HeaderDocs, withHeaderDocs } from './response-docs';
+import { alsoDescribed, type HeaderDocs, refusalBodyOf, withHeaderDocs } from './response-docs';
 
 // Request rate limits per API key (docs/rate-limits.md) with @fastify/rate-limit: every authenticated request
 // counts against its key's window, whose size is the key's company's limit (or RATE_LIMIT_PER_MINUTE).
@@ -115,14 +114,12 @@ const limitHeaderDocs: HeaderDocs = {
 
 /**
  * The 429 of a counted route in its OpenAPI description, in the route's error shape. A route that declares no
- * answers (the export's NDJSON stream) is left so: declaring one would hide its default 200.
+ * answers is left so: declaring one would hide its default 200 (every route declares them since 2026-11-28).
  */
 function documentLimited(route: RouteOptions): void {
   const response = (route.schema as { response?: Record<string | number, unknown> } | undefined)?.response;
   if (response === undefined) return;
-  const shape = route.config?.errorShape;
-  const body = shape === 'export' ? z.object({ error: z.object({ code: z.string(), message: z.string() }) })
-    : shape === 'detail' ? z.object({ detail: z.string() }) : z.object({ error: z.string() });
+  const body = refusalBodyOf(route.config?.errorShape);
   const limited = 'the API key made more requests this minute than its limit (RATE_LIMITED)';
   response[429] = withHeaderDocs(response[429] ?? body, limitHeaderDocs, alsoDescribed(response[429], limited));
 }

@@ -19,3 +19,9 @@ export function alsoDescribed(schema: unknown, text: string): string {
   const own = schema instanceof z.ZodType ? schema.description : undefined;
   return schema === undefined ? text : `${own ?? 'a refusal of the route itself'}; or ${text}`;
 }
+
+/** A refusal's body in a route's error shape (`config.errorShape`), as the root error handler writes it (./errors.ts). */
+export function refusalBodyOf(errorShape: unknown): z.ZodType {
+  return errorShape === 'export' ? z.object({ error: z.object({ code: z.string(), message: z.string() }) })
+    : errorShape === 'detail' ? z.object({ detail: z.string() }) : z.object({ error: z.string() });
+}

@@ -84,11 +84,11 @@ describe('review 15c: contract defects', () => {
     }
   });
 
-  it('the export documents its NDJSON page and its 400, 401, 403 and 429 in the export error shape', () => {
+  it('the export documents its NDJSON page and its 400, 401, 403, 429 and 503 in the export error shape', () => {
     const responses = doc.paths[EXPORT_PATH].get.responses;
-    expect(Object.keys(responses).sort()).toEqual(['200', '400', '401', '403', '429']);
+    expect(Object.keys(responses).sort()).toEqual(['200', '400', '401', '403', '429', '503']); // 503: a graceful stop (shared-refusal-docs.ts)
     expect(Object.keys(responses['200'].content ?? {})).toEqual(['application/x-ndjson']);
-    for (const status of ['400', '401', '403', '429']) {
+    for (const status of ['400', '401', '403', '429', '503']) {
       expect({ status, schema: responses[status].content?.['application/json']?.schema }).toMatchObject({ status, schema: exportError });
     }
     expect(Object.keys(responses['429'].headers ?? {}).sort()).toEqual(['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after']);

@@ -123,8 +123,10 @@ const READ_STREAMS_SQL = `SELECT seq, tx_id, stream_id, stream_revision, type, d
 // The log is read below a horizon: no transaction that could still append an event with a lower tx_id is running.
 // Both reads also answer the cluster's oldest running transaction id (`cluster_xmin`, one row with no event when
 // nothing is readable), which tells when that horizon stays put (docs/core.md, "Reading the log").
+// OFFSET 0 keeps the horizon a subquery of its own, computed once: pulled up, `cluster_xmin` was computed again for
+// every event returned (a snapshot copied per row: a read of 1,000 events took about 1.5 times as long in Postgres).
 const readAllSql = (horizon: string) => `SELECT h.cluster_xmin, e.seq, e.tx_id, e.stream_id, e.stream_revision, e.type, e.data, e.metadata
-  FROM (${horizon}) h
+  FROM (${horizon} OFFSET 0) h
   LEFT JOIN LATERAL (
     SELECT seq, tx_id, stream_id, stream_revision, type, data, metadata FROM es.events
      WHERE (tx_id, seq) > ($1::bigint, $2::bigint) AND tx_id < h.horizon

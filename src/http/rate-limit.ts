@@ -101,7 +101,8 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
     if (!route.url.startsWith(API_PATHS)) return;
     const [identify, ...own] = asList(route.onRequest);
     route.onRequest = [...(identify === undefined ? [] : [identify]), limitAuthenticated, ...own] as typeof route.onRequest;
-    documentLimited(route);
+    // fastify's HEAD of a GET shares the GET's schema: documented once (twice, its description said it twice)
+    if (route.method !== 'HEAD') documentLimited(route);
   });
 }
 

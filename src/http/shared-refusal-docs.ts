@@ -13,13 +13,14 @@ export function registerSharedRefusalDocs(app: FastifyInstance, apiPrefix: strin
     if (!route.url.startsWith(apiPrefix)) return;
     const response = (route.schema as { response?: Record<string | number, unknown> } | undefined)?.response;
     if (response === undefined) return;
-    const body = refusalBodyOf(route.config?.errorShape);
     const methods = Array.isArray(route.method) ? route.method : [route.method];
-    const write = methods.some((m) => TAKES_A_BODY.has(m));
-    if (write) {
+    if (methods.every((m) => m === 'HEAD')) return; // fastify's HEAD of a GET shares the GET's schema: documented once
+    const body = refusalBodyOf(route.config?.errorShape);
+    if (methods.some((m) => TAKES_A_BODY.has(m))) {
       response[413] ??= body.describe('the request body is larger than the route accepts');
       response[415] ??= body.describe('the request body is not JSON (Content-Type), or is compressed (Content-Encoding)');
     }
+    const write = methods.some((m) => m !== 'GET' && m !== 'HEAD');
     const unavailable = write
       ? 'the server is stopping (SHUTTING_DOWN: send the request again), or the write was recorded but reads do not show it yet (READ_MODELS_BEHIND: read it again rather than repeating it)'
       : 'the server is stopping (SHUTTING_DOWN: send the request again)';

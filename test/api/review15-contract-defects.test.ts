@@ -123,6 +123,21 @@ describe('review 15c: contract defects', () => {
     expect([{ detail: 'x' }, { recipient_phone: 'This field is required.' }, ['x']].map((b) => valid(b))).toEqual([false, false, false]);
   });
 
+  it('describes the refusals every route shares once per operation (a GET\'s HEAD shares its schema: regression review 15g)', () => {
+    const repeated: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        for (const status of ['429', '503']) {
+          const parts = ((op.responses[status] as { description?: string } | undefined)?.description ?? '').split('; or ');
+          if (new Set(parts).size !== parts.length) repeated.push(`${method} ${path} ${status}`);
+        }
+      }
+    }
+    expect(repeated).toEqual([]);
+    const deleted = (doc.paths['/api/v1/webhook-endpoints/{id}/'].delete.responses['503'] as { description: string }).description;
+    expect(deleted).toContain('READ_MODELS_BEHIND'); // a DELETE is a write
+  });
+
   it("the send's 503 (its outcome unknown) documents the Retry-After it carries", () => {
     const unknown = doc.paths['/api/v1/platform-templates/send/'].post.responses['503'];
     expect(unknown.headers).toMatchObject({ 'retry-after': { schema: { type: 'integer' } } });

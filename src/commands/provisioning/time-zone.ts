@@ -9,7 +9,7 @@
  */
 const SPELLED_APART = [
   'Etc', 'GMT', 'UTC', 'UCT', 'US', 'IN', 'ACT', 'LHI', 'NSW',
-  'ComodRivadavia', 'DeNoronha', 'EasterIsland', 'BajaNorte', 'BajaSur', 'DumontDUrville', 'McMurdo', 'au', 'es', 'of',
+  'SystemV', 'ComodRivadavia', 'DeNoronha', 'EasterIsland', 'BajaNorte', 'BajaSur', 'DumontDUrville', 'McMurdo', 'au', 'es', 'of',
 ];
 
 let spelled: Map<string, string> | undefined;

@@ -20,6 +20,9 @@
 //   A heartbeat that fails while waiting (the group is rebalancing, or dropped this member) ends the batch
 //   in every strategy: what is done is committed (best effort) and the error goes back to kafkajs, which
 //   rejoins; the unfinished records are fetched again by whoever owns the partition then.
+// - while a handler runs, heartbeats go on in the background (heartbeats.ts): a handler slower than the session
+//   timeout keeps its member, so its partition is not handed to another member that would handle the same
+//   records at the same time (and be overtaken by the slow one's stale result).
 // - with a batch handler (SubscribeOptions.batchHandler) the partition's fetched batch is handed over in slices
 //   of up to `maxBatchRecords`, one call per slice; the handler answers an outcome per record. Poison records go
 //   to the DLQ as above; the `retry` ones are handed again, alone, after a backoff waited in place (heartbeating),
@@ -35,6 +38,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../../ports/transport';
+import { heartbeats } from './heartbeats';
 import { rawRecord } from './kafka-records';
 import type { TransportLogger } from './transport-options';
 
@@ -59,29 +63,6 @@ interface RetryState {
 }
 
 type Outcome = { kind: 'done' } | { kind: 'retry'; error: unknown };
-
-/**
- * Heartbeats of a batch that may take long. kafkajs learns of a rebalance (or that this member was dropped) only
- * from a heartbeat's error, and rejoins only once that error leaves eachBatch: after a failed beat `lost()` holds,
- * the batch stops where it is (committing what is done), then `rethrow()` hands the error to kafkajs.
- */
-function heartbeats(heartbeat: () => Promise<void>) {
-  let error: { err: unknown } | undefined;
-  return {
-    async beat(): Promise<void> {
-      if (error) return;
-      try {
-        await heartbeat();
-      } catch (err) {
-        error = { err };
-      }
-    },
-    lost: () => error !== undefined,
-    rethrow(): void {
-      if (error) throw error.err;
-    },
-  };
-}
 
 /** A record of a batch-handler slice that is not done yet. */
 interface SliceRecord {
@@ -108,7 +89,14 @@ export class KafkaSubscription implements Subscription {
     private readonly topic: string,
     private readonly handler: RecordHandler,
     private readonly options: SubscribeOptions,
-    private readonly opts: { commitIntervalMs: number; retryInitialMs: number; retryMaxMs: number; partitionsConsumedConcurrently: number },
+    private readonly opts: {
+      commitIntervalMs: number;
+      retryInitialMs: number;
+      retryMaxMs: number;
+      partitionsConsumedConcurrently: number;
+      /** how often a handler that is running is heartbeated for (kafkajs sends one per heartbeat interval at most) */
+      heartbeatIntervalMs: number;
+    },
     private readonly logger: TransportLogger | undefined,
   ) {}
 
@@ -150,11 +138,12 @@ export class KafkaSubscription implements Subscription {
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
     if (this.options.batchHandler) return this.eachBatchWithBatchHandler(payload, this.options.batchHandler);
     if ((this.options.keyedConcurrency ?? 1) > 1) return this.eachBatchByKey(payload, this.options.keyedConcurrency!);
-    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale, pause } = payload;
+    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale, pause } = payload;
     const { topic, partition } = batch;
+    const rebalance = heartbeats(payload.heartbeat, this.backgroundBeatMs());
+    const active = () => !rebalance.lost() && !this.stopping && isRunning() && !isStale();
     let lastHandled: string | null = null;
     let lastCommitAt = Date.now();
-    const active = () => !this.stopping && isRunning() && !isStale();
 
     const commit = async () => {
       if (lastHandled === null) return;
@@ -163,51 +152,54 @@ export class KafkaSubscription implements Subscription {
       lastHandled = null;
       lastCommitAt = Date.now();
     };
-    const beat = async () => {
-      try {
-        await heartbeat();
-      } catch (err) {
-        // rebalancing: keep what was done, then let kafkajs rejoin
-        await commit().catch(() => {});
-        throw err;
-      }
-    };
 
-    for (const message of batch.messages) {
-      if (!active()) break;
-      let outcome = await this.process(topic, partition, message);
-      // short delays: wait in place; long ones: pause this partition only and come back to the record
-      while (outcome.kind === 'retry') {
-        const state = this.retries.get(String(partition))!;
-        const delay = this.backoff(state.attempts);
-        this.logger?.warn(
-          { topic, partition, offset: message.offset, attempt: state.attempts, delayMs: delay, err: outcome.error },
-          'record handler failed; retrying',
-        );
-        await commit();
-        if (delay >= 1_000) {
-          const resume = pause();
-          const timer = setTimeout(() => {
-            this.resumeTimers.delete(timer);
-            resume();
-          }, delay);
-          this.resumeTimers.add(timer);
-          return;
+    try {
+      for (const message of batch.messages) {
+        if (!active()) break;
+        let outcome = await rebalance.during(() => this.process(topic, partition, message));
+        // short delays: wait in place; long ones: pause this partition only and come back to the record
+        while (outcome.kind === 'retry') {
+          const state = this.retries.get(String(partition))!;
+          const delay = this.backoff(state.attempts);
+          this.logger?.warn(
+            { topic, partition, offset: message.offset, attempt: state.attempts, delayMs: delay, err: outcome.error },
+            'record handler failed; retrying',
+          );
+          await commit();
+          if (delay >= 1_000) {
+            const resume = pause();
+            const timer = setTimeout(() => {
+              this.resumeTimers.delete(timer);
+              resume();
+            }, delay);
+            this.resumeTimers.add(timer);
+            return;
+          }
+          const until = Date.now() + delay;
+          while (Date.now() < until && active()) {
+            await sleep(Math.min(100, until - Date.now()));
+            await rebalance.beat();
+          }
+          if (!active()) return;
+          outcome = await rebalance.during(() => this.process(topic, partition, message));
         }
-        const until = Date.now() + delay;
-        while (Date.now() < until && active()) {
-          await sleep(Math.min(100, until - Date.now()));
-          await beat();
-        }
-        if (!active()) return;
-        outcome = await this.process(topic, partition, message);
+        resolveOffset(message.offset);
+        lastHandled = message.offset;
+        await rebalance.beat();
+        if (active() && Date.now() - lastCommitAt >= this.opts.commitIntervalMs) await commit();
       }
-      resolveOffset(message.offset);
-      lastHandled = message.offset;
-      await beat();
-      if (Date.now() - lastCommitAt >= this.opts.commitIntervalMs) await commit();
+    } finally {
+      // at the end of the batch; when stopping or rebalancing best effort (the group may have moved on)
+      if (active()) await commit();
+      else await commit().catch(() => undefined);
+      // on every way out (the returns above too): kafkajs must learn of a failed heartbeat to rejoin
+      rebalance.rethrow();
     }
-    await commit();
+  }
+
+  /** How often a running handler's heartbeat is offered to kafkajs (which sends one per heartbeat interval at most). */
+  private backgroundBeatMs(): number {
+    return Math.max(50, Math.floor(this.opts.heartbeatIntervalMs / 2));
   }
 
   /**
@@ -220,7 +212,7 @@ export class KafkaSubscription implements Subscription {
   private async eachBatchByKey(payload: EachBatchPayload, width: number): Promise<void> {
     const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const { topic, partition } = batch;
-    const rebalance = heartbeats(payload.heartbeat);
+    const rebalance = heartbeats(payload.heartbeat, this.backgroundBeatMs());
     const active = () => !rebalance.lost() && !this.stopping && isRunning() && !isStale();
     let lastCommitAt = Date.now();
     let uncommitted: string | null = null; // last offset resolved but not committed yet
@@ -234,7 +226,7 @@ export class KafkaSubscription implements Subscription {
         else chains.set(key, [m]);
       }
       let completed = true;
-      await Promise.all(
+      await rebalance.during(() => Promise.all(
         [...chains.values()].map(async (chain) => {
           for (const message of chain) {
             const retryKey = `${partition}:${message.offset}`;
@@ -256,7 +248,7 @@ export class KafkaSubscription implements Subscription {
             }
           }
         }),
-      );
+      ));
       if (!completed) break; // stopping or rebalancing: the unfinished window is re-delivered to the next owner
       const last = window[window.length - 1].offset;
       resolveOffset(last);
@@ -286,7 +278,7 @@ export class KafkaSubscription implements Subscription {
     const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const { topic, partition } = batch;
     const max = Math.max(1, this.options.maxBatchRecords ?? DEFAULT_MAX_BATCH_RECORDS);
-    const rebalance = heartbeats(payload.heartbeat);
+    const rebalance = heartbeats(payload.heartbeat, this.backgroundBeatMs());
     const active = () => !rebalance.lost() && !this.stopping && isRunning() && !isStale();
     let committed: bigint | null = null; // next offset committed by this call
     let lastCommitAt = Date.now();
@@ -302,7 +294,7 @@ export class KafkaSubscription implements Subscription {
         const slice = batch.messages.slice(start, start + max);
         let pending: SliceRecord[] = slice.map((message) => ({ message }));
         for (let attempt = 1; ; attempt++) {
-          pending = await this.handleSlice(topic, partition, pending, handler);
+          pending = await rebalance.during(() => this.handleSlice(topic, partition, pending, handler));
           if (pending.length === 0) break;
           const delay = this.backoff(attempt);
           this.logger?.warn(

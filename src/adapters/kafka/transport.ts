@@ -413,14 +413,15 @@ export class KafkaTransport implements RecordTransport {
     await this.ensureTopics([topic, dlqTopic(topic)]);
     if (this.closing) throw closed(); // close() began meanwhile: start nothing
     const sessionTimeout = this.opts.sessionTimeoutMs;
+    const heartbeatIntervalMs = this.opts.heartbeatIntervalMs ?? Math.min(3_000, Math.floor(sessionTimeout / 10));
     const consumer = this.kafka.consumer({
       groupId: options.groupId,
       sessionTimeout,
-      heartbeatInterval: this.opts.heartbeatIntervalMs ?? Math.min(3_000, Math.floor(sessionTimeout / 10)),
+      heartbeatInterval: heartbeatIntervalMs,
       maxWaitTimeInMs: this.opts.maxWaitTimeMs,
       allowAutoTopicCreation: false,
     });
-    const sub = new KafkaSubscription(this, consumer, topic, handler, options, this.opts, this.logger);
+    const sub = new KafkaSubscription(this, consumer, topic, handler, options, { ...this.opts, heartbeatIntervalMs }, this.logger);
     sub.onFatalCrash = onFatalCrash;
     this.subscriptions.add(sub);
     sub.onStopped = () => this.subscriptions.delete(sub);

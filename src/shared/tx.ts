@@ -43,17 +43,38 @@ export async function waitingForSessionLock<T>(pool: Pool, name: string, fn: (lo
   return (await holdingSessionLock(pool, name, 'wait', fn)) as T;
 }
 
+/**
+ * How long a session lock's connection may sit idle before Postgres ends its session (2026-11-28, review 15f): a
+ * process paused or frozen while holding one (SIGSTOP, `docker pause`, a VM or GC freeze) held it for as long as it
+ * stayed so: every other process's endpoint creation of that company waited for it, and the periodic jobs stopped.
+ * A live holder says it is there every SESSION_LOCK_HEARTBEAT_MS, however long its work lasts; a paused one cannot.
+ */
+export const SESSION_LOCK_IDLE_TIMEOUT_MS = 30_000;
+const SESSION_LOCK_HEARTBEAT_MS = 10_000;
+
+// idle_session_timeout exists from Postgres 14 on; an older server keeps the lock as before (no bound)
+const HAS_IDLE_SESSION_TIMEOUT = `current_setting('server_version_num')::int >= 140000`;
+const HOLD_IDLE = `CASE WHEN ${HAS_IDLE_SESSION_TIMEOUT} THEN set_config('idle_session_timeout', '${SESSION_LOCK_IDLE_TIMEOUT_MS}', false) END`;
+const TRY_LOCK = `SELECT ok, CASE WHEN ok THEN ${HOLD_IDLE} END FROM (SELECT pg_try_advisory_lock(hashtext($1)) AS ok) t`;
+const WAIT_LOCK = `SELECT pg_advisory_lock(hashtext($1)), ${HOLD_IDLE}`;
+const UNLOCK = `SELECT pg_advisory_unlock(hashtext($1)), CASE WHEN ${HAS_IDLE_SESSION_TIMEOUT}
+  THEN set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout'), false) END`;
+
 async function holdingSessionLock<T>(pool: Pool, name: string, take: 'try' | 'wait', fn: (lock: PoolClient) => Promise<T>): Promise<T | undefined> {
   const lock = await pool.connect();
   let broken: Error | undefined;
   try {
-    if (take === 'wait') await lock.query('SELECT pg_advisory_lock(hashtext($1))', [name]);
-    else if (!(await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [name])).rows[0].ok) return undefined;
+    if (take === 'wait') await lock.query(WAIT_LOCK, [name]);
+    else if (!(await lock.query<{ ok: boolean }>(TRY_LOCK, [name])).rows[0].ok) return undefined;
+    // queued behind the holder's own statements on the connection, if any: it changes nothing but the idle time
+    const heartbeat = setInterval(() => void lock.query('SELECT 1').catch(() => undefined), SESSION_LOCK_HEARTBEAT_MS);
+    heartbeat.unref();
     try {
       return await fn(lock);
     } finally {
+      clearInterval(heartbeat);
       // a connection that cannot unlock is closed rather than pooled, so it cannot keep the lock
-      await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [name]).catch((err: Error) => (broken = err));
+      await lock.query(UNLOCK, [name]).catch((err: Error) => (broken = err));
     }
   } finally {
     lock.release(broken);

@@ -28,6 +28,17 @@ export interface PoolOptions {
  */
 const SERVER_SIDE_KEEPALIVE = '-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3';
 
+/**
+ * A transaction left idle this long is ended by Postgres with its session (2026-11-28, review 15f): a process paused
+ * or frozen with one open (SIGSTOP, `docker pause`, a VM or GC freeze) held its locks for as long as it stayed so, and
+ * every other process waited for them: a number's quota lock (its sends and bulk claims), a bulk job's row, the
+ * contact-id sequence's creation, the fan-out's and the sender's rows. The services' transactions idle only for their
+ * JavaScript between two statements (milliseconds); an export page's transaction, idle while its HTTP client reads,
+ * sets its own (10 min). The projection batches set the same by themselves (BATCH_IDLE_TIMEOUT_MS).
+ */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
+const IDLE_IN_TRANSACTION = `-c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_TIMEOUT_MS}`;
+
 /** Output formats node-postgres parses; only the output part of DateStyle (the input order is kept). */
 const PARSEABLE_OUTPUT = '-c DateStyle=ISO -c IntervalStyle=postgres';
 
@@ -62,6 +73,7 @@ export function createPool(databaseUrl: string, max = 10, options: PoolOptions =
       // pg reads PGOPTIONS only when no options are given (every pool gives some): the operator's, first
       process.env.PGOPTIONS,
       SERVER_SIDE_KEEPALIVE,
+      IDLE_IN_TRANSACTION,
       options.genericPlans && '-c plan_cache_mode=force_generic_plan',
       options.asyncCommit && '-c synchronous_commit=off',
       // then: Postgres applies `-c` settings in order, so a setting the operator's URL names wins

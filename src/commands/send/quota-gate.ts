@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import type { Logger } from 'pino';
 import { dailyLimitOf, type MessagingTier, QUOTA_WINDOW_MS, quotaWindow, usedSql } from '../../projections/accounts/queries';
+import { againOnLostConnection } from '../../shared/retry';
 import { withTransaction } from '../../shared/tx';
 import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../../projections/change-signals';
 import { outcomeUnknownRecipientsSql } from '../bulk/work-unknown-outcomes';
@@ -183,7 +184,9 @@ export class SendQuotaGate {
   private async reserve(holds: QuotaHolds, check: QuotaCheck): Promise<QuotaRefusal | undefined> {
     const { numberId, recipient, now } = check;
     const id = randomUUID();
-    const outcome = await withTransaction(this.pool, async (tx) => {
+    // a transaction cut under it (its connection lost, or ended by Postgres after sitting idle: a process paused in it,
+    // review 15f) reserved nothing, or its reservation under the same id: tried again on a fresh connection
+    const locked = () => withTransaction(this.pool, async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [quotaLockKey(numberId)]);
       const read = await this.read(tx, check);
       if (read.in_window) return 'free' as const;
@@ -197,11 +200,14 @@ export class SendQuotaGate {
         `WITH expired AS (
            DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
              SELECT reservation_id FROM public.send_quota_reservations WHERE number_id = $2 AND expires_at <= $5 FOR UPDATE SKIP LOCKED))
-         INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at) VALUES ($1, $2, $3, $4)`,
+         INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (reservation_id) DO NOTHING`,
         [id, numberId, recipient, new Date(now.getTime() + this.reservationTtlMs), now],
       );
       return 'reserved' as const;
     });
+    const outcome = await locked().catch((err: unknown) =>
+      againOnLostConnection(err, locked, (e, attempt) => this.logger.warn({ err: e, numberId, attempt }, 'quota check lost its connection; trying again')));
     if (outcome === 'reserved') holds.reservations.push(id);
     return typeof outcome === 'object' ? outcome : undefined;
   }

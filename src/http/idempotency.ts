@@ -21,7 +21,7 @@ import { canonicalJson, canonicalJsonInTurns } from '../shared/canonical-json';
 import { isLargeBody, Turns } from '../shared/turns';
 import { IdempotencyStore, type KeyClaim, type KeyRecord, type StoredAnswer } from './idempotency-store';
 import { sealedBox } from '../shared/sealed-box';
-import { alsoDescribed, type HeaderDocs, withHeaderDocs } from './response-docs';
+import { documentAnswer, type HeaderDocs, withHeaderDocs } from './response-docs';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -242,8 +242,8 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
 /** The answers the key adds to a keyed route, in its OpenAPI description (beside the route's own of the same status). */
 function documentAnswers(response: Record<string | number, unknown>): void {
   response[400] ??= errorSchema.describe('the Idempotency-Key is malformed or sent more than once');
-  response[409] = withHeaderDocs(response[409] ?? errorSchema, retryAfterDoc, alsoDescribed(response[409], 'a request with this Idempotency-Key is still in flight'));
-  response[422] = withHeaderDocs(response[422] ?? errorSchema, {}, alsoDescribed(response[422], 'this Idempotency-Key was used with a different request'));
+  documentAnswer(response, 409, errorSchema, 'a request with this Idempotency-Key is still in flight', retryAfterDoc);
+  documentAnswer(response, 422, errorSchema, 'this Idempotency-Key was used with a different request');
   for (const status of Object.keys(response)) if (status.startsWith('2')) response[status] = withHeaderDocs(response[status], replayedDoc);
 }
 

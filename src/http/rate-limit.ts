@@ -4,7 +4,7 @@ import { rateLimitsProjection } from '../projections/ratelimits/projection';
 import type { Services } from '../services';
 import { ApiError } from './errors';
 import { RateLimitCounter, storeOf } from './rate-limit-store';
-import { alsoDescribed, type HeaderDocs, refusalBodyOf, withHeaderDocs } from './response-docs';
+import { documentAnswer, documentedAnswersOf, type HeaderDocs, refusalBodyOf } from './response-docs';
 
 // Request rate limits per API key (docs/rate-limits.md) with @fastify/rate-limit: every authenticated request
 // counts against its key's window, whose size is the key's company's limit (or RATE_LIMIT_PER_MINUTE).
@@ -101,8 +101,8 @@ export async function registerRateLimits(app: FastifyInstance, services: Service
     if (!route.url.startsWith(API_PATHS)) return;
     const [identify, ...own] = asList(route.onRequest);
     route.onRequest = [...(identify === undefined ? [] : [identify]), limitAuthenticated, ...own] as typeof route.onRequest;
-    // fastify's HEAD of a GET shares the GET's schema: documented once (twice, its description said it twice)
-    if (route.method !== 'HEAD') documentLimited(route);
+    const answers = documentedAnswersOf(route);
+    if (answers !== undefined) documentAnswer(answers, 429, refusalBodyOf(route.config?.errorShape), LIMITED, limitHeaderDocs);
   });
 }
 
@@ -113,16 +113,7 @@ const limitHeaderDocs: HeaderDocs = {
   'ratelimit-reset': { type: 'integer', description: 'seconds until the window ends' },
 };
 
-/**
- * The 429 of a counted route in its OpenAPI description, in the route's error shape. A route that declares no
- * answers is left so: declaring one would hide its default 200 (every route declares them since 2026-11-28).
- */
-function documentLimited(route: RouteOptions): void {
-  const response = (route.schema as { response?: Record<string | number, unknown> } | undefined)?.response;
-  if (response === undefined) return;
-  const body = refusalBodyOf(route.config?.errorShape);
-  const limited = 'the API key made more requests this minute than its limit (RATE_LIMITED)';
-  response[429] = withHeaderDocs(response[429] ?? body, limitHeaderDocs, alsoDescribed(response[429], limited));
-}
+/** The 429 of a counted route, in its OpenAPI description (in the route's error shape). */
+const LIMITED = 'the API key made more requests this minute than its limit (RATE_LIMITED)';
 
 const asList = <T>(hooks: T | T[] | undefined): T[] => (hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks]);

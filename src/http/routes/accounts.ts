@@ -69,7 +69,7 @@ export function registerAccountsRoutes(fastify: FastifyInstance, services: Servi
     },
     schema: {
       tags: ['accounts'],
-      summary: "Messaging accounts of the key's company: numbers, quota and approved templates",
+      operationId: 'listBusinessAccounts', summary: "Messaging accounts of the key's company: numbers, quota and approved templates",
       response: { 200: businessAccounts, 401: errorBody, 403: errorBody, 404: errorBody },
     },
   }, async (request, reply) => {

@@ -320,7 +320,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
     config: { errorShape: 'fields', idempotent: true },
     schema: {
       tags: ['platform-templates'],
-      summary: 'Create an asynchronous bulk send of an approved template',
+      operationId: 'createBulkSend', summary: 'Create an asynchronous bulk send of an approved template',
       description:
         'Validates every recipient (phone format; variables against the template) before anything is created: one invalid ' +
         'recipient rejects the request with 400 naming it, e.g. {"recipients": ["recipients[3].phone: Enter the phone number ' +
@@ -376,7 +376,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
     config: { errorShape: 'fields' },
     schema: {
       tags: ['platform-templates'],
-      summary: "The company's bulk sends, newest first, paged",
+      operationId: 'listBulkSends', summary: "The company's bulk sends, newest first, paged",
       description: `Filters: status, template (internal template id), created_after and created_before (YYYY-MM-DD, inclusive, UTC). ` +
         `page (default 1; past the last page: 404 {"detail": "Invalid page."}), page_size (default ${DEFAULT_PAGE_SIZE}, ` +
         `at most ${MAX_PAGE_SIZE}: larger values are clamped). next/previous are absolute URLs keeping the filters.`,
@@ -402,7 +402,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
     config: { errorShape: 'fields' },
     schema: {
       tags: ['platform-templates'],
-      summary: 'A bulk send: status, counters, progress, remaining time estimate, creator',
+      operationId: 'getBulkSend', summary: 'A bulk send: status, counters, progress, remaining time estimate, creator',
       params: idParams,
       response: { 200: detailSchema, 400: fieldErrorsSchema, ...keyRefusals, 404: detailErrorSchema },
     },
@@ -418,7 +418,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
     config: { errorShape: 'fields' },
     schema: {
       tags: ['platform-templates'],
-      summary: "A bulk send's messages (recipients already sent to or failed), in submission order, paged",
+      operationId: 'listBulkSendMessages', summary: "A bulk send's messages (recipients already sent to or failed), in submission order, paged",
       description: `status filter: ${MESSAGE_STATUSES.join(', ')}. Paging as for the list.`,
       params: idParams,
       querystring: messagesQuerySchema,
@@ -440,7 +440,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
     config: { errorShape: 'fields', idempotent: true },
     schema: {
       tags: ['platform-templates'],
-      summary: 'Cancel a bulk send',
+      operationId: 'cancelBulkSend', summary: 'Cancel a bulk send',
       description:
         'Stops further sends at once; messages already sent stay sent and keep receiving delivery statuses, recipients in flight ' +
         'get their outcome, the rest are never sent (they stay counted in pending_count). Answers 200 with the bulk send ' +

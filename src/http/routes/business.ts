@@ -103,7 +103,7 @@ export function registerBusinessRoutes(fastify: FastifyInstance, services: Servi
     onRequest,
     schema: {
       tags: ['business'],
-      summary: "The business profile of the key's company",
+      operationId: 'getBusinessInfo', summary: "The business profile of the key's company",
       response: { 200: businessInfo, 401: errorBody, 403: errorBody, 404: errorBody },
     },
   }, async (request, reply) => {
@@ -121,7 +121,7 @@ export function registerBusinessRoutes(fastify: FastifyInstance, services: Servi
     onRequest,
     schema: {
       tags: ['business'],
-      summary: 'Fixed opening hours by branch (no date filtering)',
+      operationId: 'listBusinessHours', summary: 'Fixed opening hours by branch (no date filtering)',
       response: { 200: hoursList, 401: errorBody, 403: errorBody },
     },
   }, async (request, reply) => {
@@ -135,7 +135,7 @@ export function registerBusinessRoutes(fastify: FastifyInstance, services: Servi
     onRequest,
     schema: {
       tags: ['business'],
-      summary: 'Holidays of the company, by date (from/to inclusive)',
+      operationId: 'listHolidays', summary: 'Holidays of the company, by date (from/to inclusive)',
       querystring: z.object({
         from: date.optional().describe('YYYY-MM-DD, inclusive'),
         to: date.optional().describe('YYYY-MM-DD, inclusive'),

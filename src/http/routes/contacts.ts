@@ -244,7 +244,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
     attachValidation: true,
     schema: {
       tags: ['contacts'],
-      summary: "Look up a contact of the key's company by phone, with reply and session-window information",
+      operationId: 'lookUpContact', summary: "Look up a contact of the key's company by phone, with reply and session-window information",
       querystring: phoneQuery,
       response: { 200: lookupResponse, 400: errorBody, 401: errorBody, 403: errorBody },
     },
@@ -262,7 +262,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
     attachValidation: true,
     schema: {
       tags: ['contacts'],
-      summary: "Get a (non-test) contact of the key's company by phone, with every custom field of its list",
+      operationId: 'getContact', summary: "Get a (non-test) contact of the key's company by phone, with every custom field of its list",
       querystring: phoneQuery,
       response: { 200: getResponse, 400: errorBody, 401: errorBody, 409: errorBody },
     },
@@ -279,7 +279,7 @@ export function registerContactRoutes(fastify: FastifyInstance, services: Servic
     onRequest: strictCompanyKey,
     schema: {
       tags: ['contacts'],
-      summary: "Create (201) or update (200) a contact of the key's company, identified by phone, with versioned custom fields",
+      operationId: 'upsertContact', summary: "Create (201) or update (200) a contact of the key's company, identified by phone, with versioned custom fields",
       body: upsertBodyDoc.describe('top-level keys in snake_case or camelCase'),
       response: { 200: upsertResponse, 201: upsertResponse, 400: errorBody, 401: errorBody, 409: errorBody },
     },

@@ -143,7 +143,7 @@ export function registerExportRoutes(app: FastifyInstance, services: Services): 
     EXPORT_PATH,
     {
       schema: {
-        summary: 'Export chat messages as anonymized NDJSON (application/x-ndjson)',
+        operationId: 'exportMessages', summary: 'Export chat messages as anonymized NDJSON (application/x-ndjson)',
         description:
           'One exported message record per line, in (occurred_at, company) order; when more rows exist the last line is ' +
           '{"_truncated":true,"next_cursor":"…"}: repeat the request with cursor=<next_cursor>. A failure after streaming ' +

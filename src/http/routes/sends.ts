@@ -144,7 +144,7 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
     config: { errorShape: 'fields', idempotent: 'command' },
     schema: {
       tags: ['platform-templates'],
-      summary: 'Send one approved template message synchronously',
+      operationId: 'sendTemplateMessage', summary: 'Send one approved template message synchronously',
       body: sendBodySchema,
       response: { 200: sendResponseSchema, 400: fieldErrorsSchema.or(errorSchema), 401: errorSchema, 403: errorSchema, 404: errorSchema, 422: errorSchema, 429: errorSchema, 502: errorSchema, 503: outcomeUnknownSchema },
     },
@@ -192,7 +192,7 @@ export function registerSendRoutes(app: FastifyInstance, services: Services): vo
     config: { errorShape: 'plain' },
     schema: {
       tags: ['platform-templates'],
-      summary: 'Status record of a single sent message, by the provider message id',
+      operationId: 'getMessageStatus', summary: 'Status record of a single sent message, by the provider message id',
       params: z.object({ message_id: z.string().min(1).max(512) }),
       response: { 200: messageResponseSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema },
     },

@@ -103,7 +103,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.post(BASE, {
     config: { ...plain, idempotent: true },
     schema: {
-      tags, summary: 'Register a webhook endpoint (the signing secret is returned only here)', body: createBody,
+      tags, operationId: 'createWebhookEndpoint', summary: 'Register a webhook endpoint (the signing secret is returned only here)', body: createBody,
       description: 'A company has at most WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY endpoints (default 100): 409 once it has them.',
       response: { 201: withSecret, 400: errorSchema, 401: errorSchema, 403: errorSchema, 409: errorSchema },
     },
@@ -120,19 +120,19 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
 
   r.get(BASE, {
     config: plain,
-    schema: { tags, summary: "The company's webhook endpoints", response: { 200: z.object({ results: z.array(endpointSchema) }), 401: errorSchema, 403: errorSchema } },
+    schema: { tags, operationId: 'listWebhookEndpoints', summary: "The company's webhook endpoints", response: { 200: z.object({ results: z.array(endpointSchema) }), 401: errorSchema, 403: errorSchema } },
     onRequest: auth,
   }, async (request) => ({ results: (await listWebhookEndpoints(services.pool, who(request).companyId)).map(view) }));
 
   r.get(`${BASE}:id/`, {
     config: plain,
-    schema: { tags, summary: 'One webhook endpoint', params: idParams, response: { 200: endpointSchema, 401: errorSchema, 404: errorSchema } },
+    schema: { tags, operationId: 'getWebhookEndpoint', summary: 'One webhook endpoint', params: idParams, response: { 200: endpointSchema, 401: errorSchema, 404: errorSchema } },
     onRequest: auth,
   }, async (request) => view(await endpointOf(request, request.params.id)));
 
   r.patch(`${BASE}:id/`, {
     config: plain,
-    schema: { tags, summary: 'Change url, event types or description; enable or disable', params: idParams, body: patchBody, response: { 200: endpointSchema, 400: errorSchema, 401: errorSchema, 404: errorSchema } },
+    schema: { tags, operationId: 'updateWebhookEndpoint', summary: 'Change url, event types or description; enable or disable', params: idParams, body: patchBody, response: { 200: endpointSchema, 400: errorSchema, 401: errorSchema, 404: errorSchema } },
     onRequest: auth,
   }, async (request) => {
     const current = await endpointOf(request, request.params.id);
@@ -148,7 +148,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
 
   r.delete(`${BASE}:id/`, {
     config: plain,
-    schema: { tags, summary: 'Delete a webhook endpoint (its queued deliveries are dropped)', params: idParams, response: { 204: z.null(), 401: errorSchema, 404: errorSchema } },
+    schema: { tags, operationId: 'deleteWebhookEndpoint', summary: 'Delete a webhook endpoint (its queued deliveries are dropped)', params: idParams, response: { 204: z.null(), 401: errorSchema, 404: errorSchema } },
     onRequest: auth,
   }, async (request, reply) => {
     await endpointOf(request, request.params.id);
@@ -159,7 +159,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
 
   r.post(`${BASE}:id/rotate-secret/`, {
     config: { ...plain, idempotent: true },
-    schema: { tags, summary: 'A new signing secret; the previous one keeps signing alongside it for 24 h', params: idParams, response: { 200: withSecret, 401: errorSchema, 404: errorSchema } },
+    schema: { tags, operationId: 'rotateWebhookEndpointSecret', summary: 'A new signing secret; the previous one keeps signing alongside it for 24 h', params: idParams, response: { 200: withSecret, 401: errorSchema, 404: errorSchema } },
     onRequest: auth,
   }, async (request) => {
     await endpointOf(request, request.params.id);
@@ -170,7 +170,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.get(`${BASE}:id/deliveries/`, {
     config: plain,
     schema: {
-      tags, summary: 'Delivery attempts, newest first (paged; `next` continues after the page\'s last attempt with `before`, `previous` before its first with `after`)', params: idParams, querystring: attemptsPageQuery,
+      tags, operationId: 'listWebhookDeliveries', summary: 'Delivery attempts, newest first (paged; `next` continues after the page\'s last attempt with `before`, `previous` before its first with `after`)', params: idParams, querystring: attemptsPageQuery,
       response: { 200: z.object({ count: z.number().int(), next: z.string().nullable(), previous: z.string().nullable(), results: z.array(attemptSchema) }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
     },
     onRequest: auth,
@@ -198,7 +198,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
 
   r.post(`${BASE}:id/deliveries/:delivery_id/retry/`, {
     config: { ...plain, idempotent: true },
-    schema: { tags, summary: 'Deliver again now (a failed delivery starts a fresh retry schedule)', params: deliveryParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
+    schema: { tags, operationId: 'retryWebhookDelivery', summary: 'Deliver again now (a failed delivery starts a fresh retry schedule)', params: deliveryParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
     onRequest: auth,
   }, async (request, reply) => {
     await endpointOf(request, request.params.id);
@@ -210,7 +210,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
   r.post(`${BASE}:id/recover/`, {
     config: { ...plain, idempotent: true },
     schema: {
-      tags, summary: 'Deliver again every delivery that failed (its retries exhausted) in [since, until): after an outage longer than the retry schedule',
+      tags, operationId: 'recoverWebhookDeliveries', summary: 'Deliver again every delivery that failed (its retries exhausted) in [since, until): after an outage longer than the retry schedule',
       params: idParams, body: recoverBody,
       response: { 202: z.object({ requeued: z.number().int(), has_more: z.boolean() }), 400: errorSchema, 401: errorSchema, 404: errorSchema },
     },
@@ -233,7 +233,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
 
   r.post(`${BASE}:id/test/`, {
     config: { ...plain, idempotent: true },
-    schema: { tags, summary: 'Queue a `webhook.test` event to this endpoint (whatever its event types)', params: idParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
+    schema: { tags, operationId: 'sendWebhookTestEvent', summary: 'Queue a `webhook.test` event to this endpoint (whatever its event types)', params: idParams, response: { 202: queuedSchema, 401: errorSchema, 404: errorSchema } },
     onRequest: auth,
   }, async (request, reply) => {
     const endpoint = await endpointOf(request, request.params.id);

@@ -1,35 +1,18 @@
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import { type ProxiedConnection, TcpProxy } from './tcp-proxy';
 
 /** A TCP proxy to Postgres whose connections can be blackholed: bytes are dropped, nothing is closed. */
-export class BlackholeProxy {
-  readonly connections: Array<{ client: Socket; server: Socket; frozen: boolean }> = [];
-  private server!: Server;
-  port = 0;
-
-  async start(targetHost: string, targetPort: number): Promise<void> {
-    this.server = createServer((client) => {
-      const server = connect(targetPort, targetHost);
-      const c = { client, server, frozen: false };
-      this.connections.push(c);
-      client.on('data', (d) => c.frozen || server.write(d));
-      server.on('data', (d) => c.frozen || client.write(d));
-      const end = () => {
-        client.destroy();
-        server.destroy();
-      };
-      client.on('error', end).on('close', end);
-      server.on('error', end).on('close', end);
-    });
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.port = (this.server.address() as { port: number }).port;
+export class BlackholeProxy extends TcpProxy<ProxiedConnection & { frozen: boolean }> {
+  protected connection(client: Socket, server: Socket) {
+    return { client, server, frozen: false };
   }
 
-  async stop(): Promise<void> {
-    for (const c of this.connections) {
-      c.client.destroy();
-      c.server.destroy();
-    }
-    await new Promise((r) => this.server.close(r));
+  protected override fromClient(c: ProxiedConnection & { frozen: boolean }, data: Buffer): void {
+    if (!c.frozen) super.fromClient(c, data);
+  }
+
+  protected override fromServer(c: ProxiedConnection & { frozen: boolean }, data: Buffer): void {
+    if (!c.frozen) super.fromServer(c, data);
   }
 }
 

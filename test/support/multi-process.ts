@@ -1,5 +1,6 @@
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { createTestDatabase, type TestDatabase } from './db';
+import { type ProxiedConnection, TcpProxy } from './tcp-proxy';
 
 // Several `serve` processes on one database, each wired by src/main.ts's own `startRuntime` (its pools, projection
 // runner, workers, caches and listener) and listening on a real port. Each is loaded in its own module registry
@@ -117,39 +118,28 @@ export async function startCluster(names: string[], options: { env?: Record<stri
   };
 }
 
+type ListenerConnection = ProxiedConnection & { listening: boolean; held: Buffer[] };
+
 /**
  * A TCP proxy to Postgres that can hold back what the server sends on the process's LISTEN connections (those whose
  * client sent `LISTEN …`): notifications then arrive late, as from a busy process, a slow network or a retransmission,
  * while every other connection of the process goes on at once. `release()` lets the held bytes through, in order.
  */
-export class ListenerHoldingProxy {
-  private server!: Server;
-  private readonly connections: Array<{ client: Socket; server: Socket; listening: boolean; held: Buffer[] }> = [];
+export class ListenerHoldingProxy extends TcpProxy<ListenerConnection> {
   private holding = false;
-  port = 0;
 
-  async start(targetHost: string, targetPort: number): Promise<void> {
-    this.server = createServer((client) => {
-      const server = connect(targetPort, targetHost);
-      const c = { client, server, listening: false, held: [] as Buffer[] };
-      this.connections.push(c);
-      client.on('data', (d) => {
-        if (d.includes('LISTEN ')) c.listening = true;
-        server.write(d);
-      });
-      server.on('data', (d) => {
-        if (c.listening && (this.holding || c.held.length > 0)) c.held.push(d);
-        else client.write(d);
-      });
-      const end = () => {
-        client.destroy();
-        server.destroy();
-      };
-      client.on('error', end).on('close', end);
-      server.on('error', end).on('close', end);
-    });
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.port = (this.server.address() as { port: number }).port;
+  protected connection(client: Socket, server: Socket): ListenerConnection {
+    return { client, server, listening: false, held: [] };
+  }
+
+  protected override fromClient(c: ListenerConnection, data: Buffer): void {
+    if (data.includes('LISTEN ')) c.listening = true;
+    super.fromClient(c, data);
+  }
+
+  protected override fromServer(c: ListenerConnection, data: Buffer): void {
+    if (c.listening && (this.holding || c.held.length > 0)) c.held.push(data);
+    else super.fromServer(c, data);
   }
 
   /** LISTEN connections of the process seen so far */
@@ -166,13 +156,9 @@ export class ListenerHoldingProxy {
     for (const c of this.connections) for (const d of c.held.splice(0)) c.client.write(d);
   }
 
-  async stop(): Promise<void> {
+  override async stop(): Promise<void> {
     this.release();
-    for (const c of this.connections) {
-      c.client.destroy();
-      c.server.destroy();
-    }
-    await new Promise((r) => this.server.close(r));
+    await super.stop();
   }
 }
 

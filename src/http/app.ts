@@ -156,13 +156,15 @@ export function refuseWhileClosing(app: FastifyInstance): void {
 }
 
 /**
+ * JSON is the only request body the API reads: fastify's own text/plain parser is removed, so a text/plain body is
+ * refused with 415, as every other type that is not JSON is (it was read as a string and got the route's 400).
  * `Content-Type: application/json` with an empty body (`curl -X POST -H 'Content-Type: application/json' ...`) is a
  * request without a body, as the same request without the header is: a route that takes none (a cancel, a rotation)
  * serves it, and one that needs a body answers its own 400. Any other body goes to fastify's own JSON parser.
  */
 function acceptEmptyJsonBodies(app: FastifyInstance): void {
   const json = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
+  app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
     return json(request, body as string, done);

@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { answerClientError } from '../../src/http/protocol-guards';
-import { EXAMPLE, countEvents } from '../support/provisioning';
+import { seedFixture } from '../../src/commands/provisioning/seed';
+import { EXAMPLE, countEvents, exampleFixture } from '../support/provisioning';
 import { createTestApp } from '../support/services';
 
 // Requests Node's HTTP parser refuses before any route runs (docs/reliability.md, "Limits"): over a real socket,
@@ -144,5 +145,33 @@ describe('compressed request bodies', () => {
     });
     expect(identity.statusCode).toBe(401);
     expect((await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'content-encoding': 'gzip' } })).statusCode).toBe(200);
+  });
+});
+
+describe('request bodies that are not JSON', () => {
+  let t: T;
+  beforeAll(async () => {
+    t = await createTestApp();
+    await seedFixture(t.services, exampleFixture(), { actor: 'test' });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  // Until 2026-11-28 fastify's own text/plain parser read a text/plain body as a string, and the route answered 400
+  // ("expected object"), while any other type that is not JSON got 415 (a 'Noticed' item).
+  it.each([
+    ['/api/v1/external/contacts/upsert/', 'text/plain', '{"phone":"+5491155550000"}'],
+    ['/api/v1/platform-templates/send/', 'text/plain; charset=utf-8', '{}'],
+    ['/api/v1/platform-templates/send-bulk/', 'application/xml', '<bulk/>'],
+    ['/api/v1/platform-templates/send/', 'application/x-www-form-urlencoded', 'a=1'],
+  ])('POST %s with Content-Type %s: 415 in the route\'s shape, nothing done', async (url, type, payload) => {
+    const before = await countEvents(t.db.pool);
+    const res = await t.app.inject({ method: 'POST', url, headers: { 'content-type': type, 'x-api-key': EXAMPLE.key }, payload });
+    expect({ status: res.statusCode, body: res.json() }).toEqual({
+      status: 415,
+      body: { error: 'unsupported content type: send application/json' },
+    });
+    expect(await countEvents(t.db.pool)).toBe(before);
   });
 });

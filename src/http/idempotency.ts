@@ -239,12 +239,17 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
   app.addHook('onClose', async () => clearInterval(purge));
 }
 
-/** The answers the key adds to a keyed route, in its OpenAPI description (beside the route's own of the same status). */
+/**
+ * The answers the key adds to a keyed route, in its OpenAPI description (beside the route's own of the same status),
+ * and the Idempotent-Replayed header on those of its own a replay can give: its 2xx and the 4xx it keeps (isKept),
+ * but for the 401 and 403 of the key's check, which come before the Idempotency-Key is read.
+ */
 function documentAnswers(response: Record<string | number, unknown>): void {
+  const replayable = Object.keys(response).filter((status) => /^[24]\d\d$/.test(status) && isKept(Number(status)) && status !== '401' && status !== '403');
+  for (const status of replayable) response[status] = withHeaderDocs(response[status], replayedDoc);
   response[400] ??= errorSchema.describe('the Idempotency-Key is malformed or sent more than once');
   documentAnswer(response, 409, errorSchema, 'a request with this Idempotency-Key is still in flight', retryAfterDoc);
   documentAnswer(response, 422, errorSchema, 'this Idempotency-Key was used with a different request');
-  for (const status of Object.keys(response)) if (status.startsWith('2')) response[status] = withHeaderDocs(response[status], replayedDoc);
 }
 
 /** The request's Idempotency-Key, undefined when it has none; 400 when it is malformed or sent more than once. */

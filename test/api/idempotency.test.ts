@@ -386,6 +386,20 @@ describe('Idempotency-Key on sends and contact upserts', () => {
     const unkeyed = doc.paths['/api/v1/platform-templates/bulk-sends/'].get;
     expect((unkeyed.parameters ?? []).some((p: { name: string }) => p.name === 'idempotency-key')).toBe(false);
   });
+
+  it('the OpenAPI document shows Idempotent-Replayed on every answer a replay can give: the 2xx and the kept 4xx of the route', async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const replayedOn = (path: string) =>
+      Object.entries(doc.paths[path].post.responses as Record<string, { headers?: Record<string, unknown> }>)
+        .filter(([, answer]) => answer.headers?.['idempotent-replayed'] !== undefined)
+        .map(([status]) => status);
+    // the send's 422 (the provider refused it, or its outcome was interrupted) is replayed with the header; until
+    // 2026-11-28 only the 2xx documented it
+    expect(replayedOn('/api/v1/platform-templates/send/')).toEqual(['200', '422']);
+    expect(replayedOn('/api/v1/external/contacts/upsert/')).toEqual(['200', '201', '409']);
+    expect(replayedOn('/api/v1/webhook-endpoints/')).toEqual(['201', '409']);
+    expect(replayedOn('/api/v1/platform-templates/send-bulk/')).toEqual(['202']);
+  });
 });
 
 describe('Idempotency-Key on bulk creation and cancel', () => {

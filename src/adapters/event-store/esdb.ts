@@ -9,11 +9,14 @@
 //                 an entry fails, the entries before it stay appended (callers use deterministic event ids, so a
 //                 retry recognises them: `alreadyAppended`).
 // - readStream  → readStream (StreamNotFoundError → []); readStreams → concurrent readStream calls.
-// - readAll     → readAll forwards from the given position. ESDB reads forwards *inclusively*, the port is strictly
-//                 after, so the event at `after` is dropped. System events (type or stream starting with `$`) are
-//                 skipped on the client (readAll has no server-side filter in this client version), but they still
-//                 advance `nextPosition`, so a caller never loops on them.
-// - positions   → `${commit}/${prepare}` (decimal bigints); START ('') sorts before everything.
+// - readAll     → readAll forwards from the given position (esdb-read-all.ts). ESDB reads forwards *inclusively*, the
+//                 port is strictly after, so the event at `after` is dropped. System events (type or stream starting
+//                 with `$`) are skipped on the client (readAll has no server-side filter in this client version), but
+//                 they still advance `nextPosition`; the read goes on until it has an event of ours or reaches the end
+//                 of $all, and stretches found to hold system events only are remembered (SystemRuns), so a poll from
+//                 the same checkpoint does not read them again.
+// - positions   → `${commit}/${prepare}` (decimal bigints below 2^64-1); START ('') sorts before
+//                 everything. A read that answers the uint64 maximum ("no position") gives no position.
 // - onAppended  → in-process listeners, fired after each successful append, plus (unless disabled) a subscribeToAll
 //                 with excludeSystemEvents() that fires them when another process appends.
 //
@@ -58,7 +61,6 @@ import {
   type EventStore,
   type EventToAppend,
   type ExpectedRevision,
-  InvalidPositionError,
   type Position,
   type ReadAllBatch,
   type RecordedEvent,
@@ -66,6 +68,18 @@ import {
   type StreamAppend,
   WrongExpectedRevisionError,
 } from '../../ports/event-store';
+import { AppendRefusedError, assertAppended, portActualRevision } from './esdb-append-outcome';
+import {
+  cmpEsdb,
+  decodeEsdbPosition,
+  encodeEsdbPosition,
+  esdbEventPosition,
+  isSystemEvent,
+  readAllPages,
+  SystemRuns,
+} from './esdb-read-all';
+
+export { decodeEsdbPosition, encodeEsdbPosition } from './esdb-read-all';
 
 /** The part of the client this adapter uses (lets tests inject a client). */
 export type EsdbClient = Pick<EventStoreDBClient, 'appendToStream' | 'readStream' | 'readAll' | 'subscribeToAll' | 'dispose'>;
@@ -81,32 +95,12 @@ export interface EsdbEventStoreOptions {
   watchOthers?: boolean;
   /** countAfter stops counting here and returns this number (default 100,000) */
   countAfterLimit?: number;
-  /** readAll returns (possibly with no events, but an advanced nextPosition) after skipping this many events (default 50,000) */
-  readAllScanLimit?: number;
   /** deadline of ping(), ms (default 5,000) */
   pingDeadlineMs?: number;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Positions
-
-/** Parses a port position; START → null. */
-export function decodeEsdbPosition(p: Position): EsdbPosition | null {
-  if (p === START) return null;
-  const m = /^(\d+)\/(\d+)$/.exec(p);
-  if (!m) throw new InvalidPositionError(p, '"<commit>/<prepare>", two integers such as "1048576/1048576"', 'EventStoreDB');
-  return { commit: BigInt(m[1]), prepare: BigInt(m[2]) };
-}
-
-export function encodeEsdbPosition(p: EsdbPosition): Position {
-  return `${p.commit.toString(10)}/${p.prepare.toString(10)}` as Position;
-}
-
-function cmpEsdb(a: EsdbPosition, b: EsdbPosition): number {
-  if (a.commit !== b.commit) return a.commit < b.commit ? -1 : 1;
-  if (a.prepare !== b.prepare) return a.prepare < b.prepare ? -1 : 1;
-  return 0;
-}
 
 /** Orders positions by (commit, prepare) as bigints; START is before every other position. */
 export function compareEsdbPositions(a: Position, b: Position): number {
@@ -158,8 +152,6 @@ interface EsdbResolved {
   commitPosition?: bigint;
 }
 
-const isSystemEvent = (e: EsdbRecorded): boolean => e.type.startsWith('$') || e.streamId.startsWith('$');
-
 function decodeBytes(bytes: Uint8Array): unknown {
   const text = Buffer.from(bytes).toString('utf8');
   try {
@@ -185,12 +177,8 @@ function toMetadata(e: EsdbRecorded): EventMetadata {
   return { ...fallback, ...m, eventId: e.id };
 }
 
-function positionOf(r: EsdbResolved): EsdbPosition | undefined {
-  if (r.event?.position) return r.event.position;
-  // Older servers do not send event positions on stream reads; v2 log events have commit == prepare.
-  if (r.commitPosition !== undefined) return { commit: r.commitPosition, prepare: r.commitPosition };
-  return undefined;
-}
+/** Older servers answer stream reads without event positions (the uint64 maximum): undefined then. */
+const positionOf = (r: EsdbResolved): EsdbPosition | undefined => esdbEventPosition(r);
 
 function toRecorded(e: EsdbRecorded, position: Position): RecordedEvent {
   return {
@@ -245,7 +233,6 @@ export class EsdbEventStore implements EventStore {
   private readonly ownsClient: boolean;
   private readonly watchOthers: boolean;
   private readonly countAfterLimit: number;
-  private readonly readAllScanLimit: number;
   private readonly pingDeadlineMs: number;
 
   private readonly listeners = new Set<() => void>();
@@ -254,6 +241,8 @@ export class EsdbEventStore implements EventStore {
   private resubscribeTimer: NodeJS.Timeout | undefined;
   private resubscribeDelayMs = 500;
   private closed = false;
+  /** stretches of $all holding system events only (esdb-read-all.ts) */
+  private readonly systemRuns = new SystemRuns();
 
   constructor(options: EsdbEventStoreOptions) {
     if (options.client) {
@@ -266,7 +255,6 @@ export class EsdbEventStore implements EventStore {
     }
     this.watchOthers = options.watchOthers ?? true;
     this.countAfterLimit = options.countAfterLimit ?? 100_000;
-    this.readAllScanLimit = options.readAllScanLimit ?? 50_000;
     this.pingDeadlineMs = options.pingDeadlineMs ?? 5_000;
   }
 
@@ -295,18 +283,26 @@ export class EsdbEventStore implements EventStore {
     );
     try {
       const res = await this.client.appendToStream(streamId, payload, { expectedRevision: esdbExpected });
+      assertAppended(streamId, res); // `throwOnAppendFailure=false` answers a refusal as success: false
       this.notify();
       const position = res.position
         ? encodeEsdbPosition(res.position)
         : await this.positionOfRevision(streamId, res.nextExpectedRevision);
       return { nextRevision: res.nextExpectedRevision, position, alreadyAppended: false };
     } catch (err) {
-      if (!isWrongExpectedVersion(err)) throw err;
+      if (!isWrongExpectedVersion(err) && !(err instanceof AppendRefusedError)) throw err;
       // A retry whose events are stored already (its original got through, possibly at another revision).
       const again = (await this.findStored(streamId, ids, expected)) ?? (await this.findStoredAtTail(streamId, ids));
       if (again) return again;
-      throw new WrongExpectedRevisionError(streamId, expected, err.actualVersion);
+      const actual = err instanceof AppendRefusedError ? await this.currentRevision(streamId) : portActualRevision(err.actualVersion);
+      throw new WrongExpectedRevisionError(streamId, expected, actual);
     }
+  }
+
+  /** The stream's last revision, `no_stream` when it has none. */
+  private async currentRevision(streamId: string): Promise<bigint | 'no_stream'> {
+    const [last] = await this.collectStream(streamId, { fromRevision: END, direction: BACKWARDS, maxCount: 1 });
+    return last?.event ? last.event.revision : 'no_stream';
   }
 
   /** Sequential appends (see the header): not atomic on EventStoreDB. */
@@ -330,14 +326,14 @@ export class EsdbEventStore implements EventStore {
     return this.matchBatch(found.reverse(), ids);
   }
 
-  private matchBatch(found: EsdbResolved[], ids: string[]): AppendResult | undefined {
+  private async matchBatch(found: EsdbResolved[], ids: string[]): Promise<AppendResult | undefined> {
     if (found.length !== ids.length) return undefined;
     for (let i = 0; i < ids.length; i++) {
       if (found[i].event?.id.toLowerCase() !== ids[i]) return undefined;
     }
     const last = found[found.length - 1];
     const pos = positionOf(last);
-    return { nextRevision: last.event!.revision, position: pos ? encodeEsdbPosition(pos) : START, alreadyAppended: true };
+    return { nextRevision: last.event!.revision, position: pos ? encodeEsdbPosition(pos) : await this.headPosition(), alreadyAppended: true };
   }
 
   /** Fallback for servers whose append answer carries no position: the position of the event at `revision`. */
@@ -395,32 +391,13 @@ export class EsdbEventStore implements EventStore {
 
   async readAll(after: Position, limit: number): Promise<ReadAllBatch> {
     this.assertOpen();
-    let cursor = decodeEsdbPosition(after);
-    let nextPosition = after;
-    const events: RecordedEvent[] = [];
-    if (limit <= 0) return { events, nextPosition };
-    let scanned = 0;
-    while (events.length < limit && scanned < this.readAllScanLimit) {
-      // +1: a forward read includes the event at `cursor` itself, which the port excludes.
-      const pageSize = limit - events.length + 1;
-      let received = 0;
-      let advanced = false;
-      for await (const item of this.client.readAll({ fromPosition: cursor ?? ESDB_START, direction: FORWARDS, maxCount: pageSize })) {
-        received++;
-        const e = (item as EsdbResolved).event;
-        if (!e?.position) continue;
-        if (cursor && cmpEsdb(e.position, cursor) <= 0) continue;
-        if (events.length >= limit) continue; // drain the page; this event is read again next time
-        cursor = e.position;
-        nextPosition = encodeEsdbPosition(e.position);
-        advanced = true;
-        scanned++;
-        if (isSystemEvent(e)) continue;
-        events.push(toRecorded(e, nextPosition));
-      }
-      if (received < pageSize || !advanced) break; // end of $all
-    }
-    return { events, nextPosition };
+    return readAllPages(
+      (from, maxCount) => this.client.readAll({ fromPosition: from ?? ESDB_START, direction: FORWARDS, maxCount }) as AsyncIterable<EsdbResolved>,
+      after,
+      limit,
+      (e, position) => toRecorded(e, position),
+      this.systemRuns,
+    );
   }
 
   async headPosition(): Promise<Position> {

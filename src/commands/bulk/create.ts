@@ -2,8 +2,8 @@
 // 1. Every recipient is checked (shape, phone format; then variables against the template) before anything is
 //    stored: one bad recipient rejects the request and is named by its index.
 // 2. Repeated phones are removed (the first occurrence wins).
-// 3. The recipients are appended to chunk streams (`bulkchunk-{id}-{n}`, ≤ 1,000 each), the dispatcher's job
-//    row is inserted as a draft, then BulkSendCreated is appended to `bulk-{id}`: the commit point. The job
+// 3. The recipients are appended to chunk streams (`bulkchunk-{id}-{n}`, ≤ 1,000 recipients and ≤ 256 KiB each:
+//    ./chunks.ts), the dispatcher's job row is inserted as a draft, then BulkSendCreated is appended to `bulk-{id}`: the commit point. The job
 //    becomes `queued` and the local dispatchers are woken. A crash before the commit point leaves invisible
 //    chunks and a draft the lease sweep deletes; a crash after it leaves a draft the sweep promotes (and a failed
 //    promotion is answered 202 all the same: the sweep promotes it; promoteJob).
@@ -30,7 +30,8 @@ import { DomainError } from '../decider';
 import { handleCommand } from '../handle';
 import type { FieldMessages, TemplateShape } from '../send/components';
 import { deterministicUuid } from '../send/ids';
-import { bulkDecider, bulkStreamId, CHUNK_SIZE, chunkStreamId } from './decider';
+import { chunkStarts } from './chunks';
+import { bulkDecider, bulkStreamId, chunkStreamId } from './decider';
 import { mapInTurns, Turns } from '../../shared/turns';
 import { checkRecipientsInTurns, checkVariablesAndDeduplicate } from './input';
 import { kickDispatchers } from './signals';
@@ -242,7 +243,9 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
   }
   const taskId = deterministicUuid('bulk-task', bulkId);
   const createdAt = now.toISOString();
-  const chunkCount = Math.ceil(unique / CHUNK_SIZE);
+  const sizes = await mapInTurns(recipients, (r) => Buffer.byteLength(JSON.stringify([r.phone, r.variables ?? null, r.buttonVariables ?? null])), turns);
+  const starts = chunkStarts(sizes);
+  const chunkCount = starts.length;
   const metadata = (eventId: string) => ({
     eventId, correlationId: bulkId, causationId: null, companyId: input.companyId, actor: input.actor, at: createdAt,
   });
@@ -251,10 +254,11 @@ export async function createBulkSend(services: Services, input: CreateBulkInput)
   let next = 0;
   const appendChunks = async () => {
     for (let chunk = next++; chunk < chunkCount; chunk = next++) {
-      const slice = recipients.slice(chunk * CHUNK_SIZE, (chunk + 1) * CHUNK_SIZE);
+      const first = starts[chunk];
+      const slice = recipients.slice(first, starts[chunk + 1] ?? recipients.length);
       const data: BulkEventData<'BulkRecipientsAdded'> = {
         bulkId, companyId: input.companyId, chunk,
-        recipients: slice.map((r, i) => ({ index: chunk * CHUNK_SIZE + i, phone: r.phone, variables: r.variables, buttonVariables: r.buttonVariables })),
+        recipients: slice.map((r, i) => ({ index: first + i, phone: r.phone, variables: r.variables, buttonVariables: r.buttonVariables })),
       };
       const event: EventToAppend = { type: 'BulkRecipientsAdded', data, metadata: metadata(deterministicUuid('bulk-chunk', `${bulkId}:${chunk}`)) };
       await services.store.append(chunkStreamId(bulkId, chunk), [event], 'no_stream');

@@ -18,9 +18,6 @@ export function parseChunkStreamId(streamId: string): { bulkId: string; chunk: n
   return m ? { bulkId: m[1], chunk: Number(m[2]) } : undefined;
 }
 
-/** Recipients per chunk stream (and per BulkRecipientsAdded event). */
-export const CHUNK_SIZE = 1000;
-
 export type BulkStatus = 'QUEUED' | 'PROCESSING' | 'COMPLETED' | 'PARTIAL' | 'FAILED' | 'CANCELLED';
 export const BULK_STATUSES: readonly BulkStatus[] = ['QUEUED', 'PROCESSING', 'COMPLETED', 'PARTIAL', 'FAILED', 'CANCELLED'];
 export const isTerminal = (s: BulkStatus): boolean => s !== 'QUEUED' && s !== 'PROCESSING';

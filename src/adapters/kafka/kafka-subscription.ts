@@ -228,7 +228,13 @@ export class KafkaSubscription implements Subscription {
       let completed = true;
       await rebalance.during(() => Promise.all(
         [...chains.values()].map(async (chain) => {
-          for (const message of chain) {
+          for (const [i, message] of chain.entries()) {
+            // the rebalance (a failed background heartbeat) or stop waits for the records in flight, not for the
+            // rest of their chains (review 16a): the unfinished window goes to the next owner
+            if (i > 0 && !active()) {
+              completed = false;
+              return;
+            }
             const retryKey = `${partition}:${message.offset}`;
             let outcome = await this.process(topic, partition, message, retryKey);
             while (outcome.kind === 'retry') {

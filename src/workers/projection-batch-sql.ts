@@ -14,15 +14,6 @@ export interface OpenedRow {
 }
 
 /**
- * How long a batch's transaction may sit idle (between its statements, or opened ahead for the next batch) before
- * Postgres ends its session: a process paused or frozen there (SIGSTOP, `docker pause`, a VM freeze) held the
- * projection's lock for as long as it stayed so, and with it every other process's batches of that projection (their
- * answered commands: 503 after 10 s) and every CLI command and start-up (`ensureProjection`). A batch's own gaps are
- * its JavaScript between two statements: milliseconds, far from this.
- */
-export const BATCH_IDLE_TIMEOUT_MS = 30_000;
-
-/**
  * The first statements of a batch's transaction: the projection's lock (without waiting) with the transaction's
  * settings, made by set_config(…, true) (transaction-local, as SET LOCAL) in the same statement; then its stored
  * checkpoint. Derived data: rows and checkpoint commit together, so a batch lost in a server crash is re-applied
@@ -30,11 +21,14 @@ export const BATCH_IDLE_TIMEOUT_MS = 30_000;
  * Generic plans: a projection's statements are keyed writes whose plan does not depend on the values, and
  * planning its larger set-form statements each time cost more than running them; their plans stay current, as
  * the statistics keeper analyzes young tables as they grow and an ANALYZE re-plans.
+ * A batch's transaction idle past the pool's `idle_in_transaction_session_timeout` (30 s, src/adapters/postgres/pool.ts)
+ * is ended by Postgres: a process paused or frozen inside one (SIGSTOP, `docker pause`, a VM freeze) held the
+ * projection's lock for as long as it stayed so, and with it every other process's batches of that projection and
+ * every CLI command and start-up (review 15a). A batch's own gaps are milliseconds of JavaScript, far from it.
  */
-export const openingStatement = (p: Projection, idleTimeoutMs = BATCH_IDLE_TIMEOUT_MS): string =>
+export const openingStatement = (p: Projection): string =>
   `SELECT pg_try_advisory_xact_lock(hashtext(${literal(lockKeyOf(p.name))})) AS ok,
           set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
-          set_config('idle_in_transaction_session_timeout', ${literal(String(Math.floor(idleTimeoutMs)))}, true),
           set_config('search_path', ${literal(`${p.schema}, public`)}, true);
    SELECT position, version FROM projections.checkpoints WHERE name = ${literal(p.name)}`;
 // The checkpoint is read by a statement of its own, after the lock is held: read committed takes a statement's

@@ -27,8 +27,6 @@ export interface ProjectionRunnerOptions {
    * read of any batch holding such an event, for every projection).
    */
   upcast?: (event: RecordedEvent) => RecordedEvent;
-  /** how long a batch's transaction may sit idle before Postgres ends it (default BATCH_IDLE_TIMEOUT_MS; tests shorten it) */
-  batchIdleTimeoutMs?: number;
 }
 
 
@@ -303,7 +301,7 @@ export class ProjectionRunner {
     let keep = false;
     try {
       const name = literal(p.name);
-      const current = pre ? pre.current : openedRow(await client.query(`BEGIN; ${openingStatement(p, this.options.batchIdleTimeoutMs)}`));
+      const current = pre ? pre.current : openedRow(await client.query(`BEGIN; ${openingStatement(p)}`));
       if (!current) throw new Error(`projection ${p.name} has no checkpoint row`);
       if (!current.ok) {
         await client.query('ROLLBACK');
@@ -326,7 +324,7 @@ export class ProjectionRunner {
       const openNext = this.running && this.log.tail.hasAfter(batch.nextPosition, (e) => appliesTo(p, e));
       const closed = await client.query(
         `UPDATE projections.checkpoints SET position = ${literal(batch.nextPosition)}, state = 'running', error = NULL, updated_at = now()
-          WHERE name = ${name}; COMMIT${openNext ? `; BEGIN; ${openingStatement(p, this.options.batchIdleTimeoutMs)}` : ''}`,
+          WHERE name = ${name}; COMMIT${openNext ? `; BEGIN; ${openingStatement(p)}` : ''}`,
       );
       if (openNext) {
         this.preopened.set(p.name, { client, current: openedRow(closed) });

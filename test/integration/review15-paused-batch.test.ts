@@ -13,7 +13,7 @@ import { waitUntil } from '../support/sends';
 // `docker pause`, a VM freeze) held the projection's lock for as long as it stayed paused: no other process could
 // apply that projection (their answered commands: 503 after 10 s), and every CLI command and process start waited
 // in ensureProjection for the lock (12 minutes and more, found by the review's harness). Now Postgres ends a batch's
-// transaction idle past BATCH_IDLE_TIMEOUT_MS, and ensureProjection does not wait for the lock of a projection that
+// transaction idle past the pools' idle_in_transaction_session_timeout (here 1 s, through the URL's options), and ensureProjection does not wait for the lock of a projection that
 // exists.
 
 const ev = (): EventToAppend => {
@@ -55,10 +55,13 @@ describe('review 15: a process paused inside a projection batch', () => {
     const pausedAt = new Promise<void>((r) => (reached = r));
     let resume!: () => void;
     const pause = { on: undefined as string | undefined, reached, until: new Promise<void>((r) => (resume = r)) };
-    const pausedPool = createPool(db.url, 3);
-    const otherPool = createPool(db.url, 3);
-    const paused = new ProjectionRunner(pausedPool, new PostgresEventStore(pausedPool), [ledger(pause)], { pollMs: 20, batchIdleTimeoutMs: 1_000 });
-    const other = new ProjectionRunner(otherPool, new PostgresEventStore(otherPool), [ledger({})], { pollMs: 20, batchIdleTimeoutMs: 1_000 });
+    // the pools' 30 s, shortened as an operator could (the URL's options win over the pool's)
+    const shortIdle = new URL(db.url);
+    shortIdle.searchParams.set('options', '-c idle_in_transaction_session_timeout=1000');
+    const pausedPool = createPool(shortIdle.toString(), 3);
+    const otherPool = createPool(shortIdle.toString(), 3);
+    const paused = new ProjectionRunner(pausedPool, new PostgresEventStore(pausedPool), [ledger(pause)], { pollMs: 20 });
+    const other = new ProjectionRunner(otherPool, new PostgresEventStore(otherPool), [ledger({})], { pollMs: 20 });
     try {
       await paused.start();
       const first = ev();

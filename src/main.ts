@@ -25,7 +25,7 @@ import { deliveryBacklog } from './projections/webhooks/deliveries';
 import type { Secrets, Services } from './services';
 import { createMetrics, exposeCreationGroupCommit, exposeProjectionHealth, exposeWebhookBacklog } from './shared/metrics';
 import { retryTransient } from './shared/retry';
-import { postgresTarget, startupStep, waitUntilAnswers } from './shared/startup-step';
+import { isAccessRefused, postgresTarget, startupStep, waitUntilAnswers } from './shared/startup-step';
 import { startWorkers, type Workers } from './workers';
 import { ProjectionRunner } from './workers/projection-runner';
 import { fanOutLagSeconds } from './workers/webhook-fanout';
@@ -65,7 +65,7 @@ export function eventStoreTarget(url: string): string {
  */
 async function reachEventStore(store: EventStore, url: string, waitMs: number): Promise<void> {
   try {
-    await waitUntilAnswers(() => store.ping(), waitMs);
+    await waitUntilAnswers(() => store.ping(), waitMs, undefined, isAccessRefused);
   } catch (err) {
     throw new EventStoreUnreachableError(eventStoreTarget(url), err, waitMs);
   }

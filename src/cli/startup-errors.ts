@@ -1,7 +1,7 @@
 import { inspect } from 'node:util';
 import { ConfigError, EVENTSTORE_URL_FORM } from '../config';
 import { EventStoreUnreachableError } from '../main';
-import { NoAnswerError, StartupStepError } from '../shared/startup-step';
+import { isAccessRefused, NoAnswerError, StartupStepError } from '../shared/startup-step';
 import { CliUsageError } from './failure';
 
 /** A start-up failure as the operator reads it: what went wrong, and what to do about it. */
@@ -136,6 +136,12 @@ const EVENT_STORE_FIX = `start EventStoreDB or correct the host and port in EVEN
 function eventStoreProblem(err: EventStoreUnreachableError): StartupProblem {
   const at = `EventStoreDB at ${err.target} (EVENTSTORE_URL)`;
   const message = messageOf(err.cause);
+  if (isAccessRefused(err.cause)) {
+    return {
+      cause: `${at} refused the credentials of EVENTSTORE_URL (${message})`,
+      fix: 'correct the user name and password in EVENTSTORE_URL (esdb://user:password@host:2113), or give that user access',
+    };
+  }
   const socketCode = /\bconnect (E[A-Z]+)\b/.exec(message)?.[1];
   if (socketCode && UNREACHABLE[socketCode]) {
     return { cause: `${at} is not reachable (${UNREACHABLE[socketCode]}; retried for ${seconds(err.waitedMs)})`, fix: EVENT_STORE_FIX };

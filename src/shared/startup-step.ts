@@ -30,8 +30,20 @@ export class NoAnswerError extends Error {
   override name = 'NoAnswerError';
 }
 
-/** Calls `ping` until it resolves; rejects with the last failure once `maxMs` have passed. */
-export async function waitUntilAnswers(ping: () => Promise<unknown>, maxMs: number, pauseMs = 500): Promise<void> {
+/**
+ * The other side answered that the credentials are refused (EventStoreDB's gRPC UNAUTHENTICATED or PERMISSION_DENIED,
+ * which its client turns into an AccessDeniedError of type `access-denied`): waiting longer changes nothing.
+ */
+export function isAccessRefused(err: unknown): boolean {
+  if ((err as { type?: unknown } | null)?.type === 'access-denied') return true;
+  return err instanceof Error && /\b(UNAUTHENTICATED|PERMISSION_DENIED)\b|access denied/i.test(err.message);
+}
+
+/**
+ * Calls `ping` until it resolves; rejects with the last failure once `maxMs` have passed, or at once with a failure
+ * `final` says waiting cannot mend (refused credentials).
+ */
+export async function waitUntilAnswers(ping: () => Promise<unknown>, maxMs: number, pauseMs = 500, final: (err: unknown) => boolean = () => false): Promise<void> {
   const deadline = Date.now() + maxMs;
   let lastError: unknown = new NoAnswerError(`no answer within ${maxMs} ms`);
   for (;;) {
@@ -47,6 +59,7 @@ export async function waitUntilAnswers(ping: () => Promise<unknown>, maxMs: numb
       ]);
       return;
     } catch (err) {
+      if (final(err)) throw err;
       lastError = err;
     } finally {
       clearTimeout(timer);

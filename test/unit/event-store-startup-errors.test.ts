@@ -1,6 +1,6 @@
 import { classifyStartupError, cliFailureText } from '../../src/cli/startup-errors';
 import { EventStoreUnreachableError, eventStoreTarget } from '../../src/main';
-import { NoAnswerError } from '../../src/shared/startup-step';
+import { isAccessRefused, NoAnswerError, waitUntilAnswers } from '../../src/shared/startup-step';
 
 // EventStoreDB unreachable at start: the cause names EVENTSTORE_URL's hosts (never its credentials) and the reason the
 // gRPC client gives; the fix names EVENTSTORE_URL. (The e2e suite covers a closed port; these are the other reasons.)
@@ -35,6 +35,27 @@ describe('start-up errors: EventStoreDB', () => {
   it('another reason is quoted on the one line', () => {
     const problem = classifyStartupError(unreachable('14 UNAVAILABLE: Connection dropped\n  (TLS handshake)'));
     expect(problem.cause).toBe('EventStoreDB at db.example:2113 (EVENTSTORE_URL) did not answer within 5 s (14 UNAVAILABLE: Connection dropped (TLS handshake))');
+  });
+
+  // review 16d: refused credentials were reported as "did not answer", with a fix about the host and port, after
+  // waiting the whole STARTUP_WAIT_S
+  it.each([
+    ['the client\'s AccessDeniedError', Object.assign(new Error('16 UNAUTHENTICATED: Bad credentials'), { type: 'access-denied' })],
+    ['a PERMISSION_DENIED answer', new Error('7 PERMISSION_DENIED: Access denied')],
+  ])('refused credentials (%s): named as such, with the fix of the credentials', (_what, cause) => {
+    const problem = classifyStartupError(unreachable(cause));
+    expect(problem.cause).toBe(`EventStoreDB at db.example:2113 (EVENTSTORE_URL) refused the credentials of EVENTSTORE_URL (${cause.message})`);
+    expect(problem.fix).toBe('correct the user name and password in EVENTSTORE_URL (esdb://user:password@host:2113), or give that user access');
+  });
+
+  it('start-up stops waiting at refused credentials (waiting cannot mend them), and waits through other failures', async () => {
+    let calls = 0;
+    const refused = Object.assign(new Error('16 UNAUTHENTICATED'), { type: 'access-denied' });
+    await expect(waitUntilAnswers(async () => { calls++; throw refused; }, 60_000, 10, isAccessRefused)).rejects.toBe(refused);
+    expect(calls).toBe(1);
+    let tries = 0;
+    await waitUntilAnswers(async () => { if (++tries < 3) throw new Error('14 UNAVAILABLE'); }, 60_000, 10, isAccessRefused);
+    expect(tries).toBe(3);
   });
 
   it('a one-shot command prints the start-up line, without a stack trace', () => {

@@ -4,6 +4,9 @@ import type { z } from 'zod';
 import { DomainError } from '../commands/decider';
 import { ReadModelsBehindError } from '../commands/provisioning/read-models';
 import { ReadModelTimeoutError } from '../ports/read-models';
+import { LogThrottle } from '../shared/log-throttle';
+import { isDatabaseUnavailable } from '../shared/retry';
+import { DATABASE_UNAVAILABLE_RETRY_AFTER_S } from '../shared/retry-after';
 
 /**
  * The spec's error body shapes. A route family picks its shape with `config: { errorShape }`; every error,
@@ -18,6 +21,10 @@ export type ErrorShape = 'plain' | 'export' | 'fields' | 'detail';
 declare module 'fastify' {
   interface FastifyContextConfig {
     errorShape?: ErrorShape;
+  }
+  interface FastifyRequest {
+    /** the route's handler was called: a command may have written (or called the provider) from then on */
+    routeHandlerStarted: boolean;
   }
 }
 
@@ -129,8 +136,53 @@ function clientMessage(fe: FastifyError): string {
   }
 }
 
+/** At most one log line per this many ms for each kind of database failure answered 503. */
+export const DATABASE_UNAVAILABLE_LOG_EVERY_MS = 10_000;
+
+export const DATABASE_UNAVAILABLE_MESSAGE = 'the service cannot reach its database at the moment: nothing was done; send the request again after Retry-After';
+
+/**
+ * The 500 of a command whose database connection failed once its handler ran: it may have written (an append
+ * committed whose answer was lost, the provider called before the first append of an unkeyed send, an append made
+ * before a read-your-writes read failed), so its outcome is unknown. What makes the retry safe: the Idempotency-Key of
+ * the routes that take one.
+ */
+export function outcomeUnknownMessage(request: FastifyRequest): string {
+  const lost = 'the database became unavailable while the request ran, after it may have made changes: its outcome is unknown.';
+  if (!request.routeOptions?.config?.idempotent) return `${lost} Check its outcome before sending it again.`;
+  return request.headers['idempotency-key'] !== undefined
+    ? `${lost} Send it again with the same Idempotency-Key: it takes effect at most once.`
+    : `${lost} Check its outcome before sending it again: a request sent with an Idempotency-Key can be sent again safely with the same key.`;
+}
+
+/**
+ * A request the database failed (src/shared/retry.ts, isDatabaseUnavailable): 503 DATABASE_UNAVAILABLE when nothing
+ * of it can have taken effect, which is a read (GET/HEAD) whenever it failed, and any request that failed before its
+ * handler ran (authentication and the Idempotency-Key's claim only read, or claim the key, which a 503 gives back);
+ * else (a command's handler ran) 500 with the outcome unknown. Whether the connection was refused or lost does not
+ * decide it: once a command's handler ran, a refused connection may follow its write (the unkeyed send calls the
+ * provider before its first statement; a read-your-writes wait reads after the append), and a pool's connect
+ * timeout is also what a busy pool answers.
+ */
+function databaseFailure(err: unknown, request: FastifyRequest): ApiError | undefined {
+  if (!isDatabaseUnavailable(err)) return undefined;
+  const read = request.method === 'GET' || request.method === 'HEAD';
+  if (read || !request.routeHandlerStarted) return new ApiError(503, DATABASE_UNAVAILABLE_MESSAGE, 'DATABASE_UNAVAILABLE');
+  return new ApiError(500, outcomeUnknownMessage(request));
+}
+
 /** The one root error handler: spec body shapes for 4xx; 5xx details are logged, never sent. */
 export function registerErrorHandling(app: FastifyInstance): void {
+  const unavailableLogged = new LogThrottle(DATABASE_UNAVAILABLE_LOG_EVERY_MS);
+  // marks a request whose handler was called (databaseFailure): every route's, whichever hooks run before it
+  app.decorateRequest('routeHandlerStarted', false);
+  app.addHook('onRoute', (route) => {
+    const handler = route.handler as (this: unknown, request: FastifyRequest, reply: FastifyReply) => unknown;
+    route.handler = function (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
+      request.routeHandlerStarted = true;
+      return handler.call(this, request, reply);
+    } as typeof route.handler;
+  });
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const shape = request.routeOptions?.config?.errorShape ?? 'plain';
     const apiError = toApiError(err);
@@ -142,9 +194,24 @@ export function registerErrorHandling(app: FastifyInstance): void {
       const s = apiError.shape ?? (apiError.fields ? shape : shape === 'fields' ? 'plain' : shape);
       return reply.status(apiError.statusCode).send(errorBody(s, apiError));
     }
+    const plainOr = shape === 'fields' ? 'plain' : shape;
+    const database = databaseFailure(err, request);
+    if (database?.statusCode === 503) {
+      // an outage fails every request: one line per kind of failure and interval, with the count of the others
+      const { code, message } = err as { code?: unknown; message?: unknown };
+      const due = unavailableLogged.due(String(code ?? message)); // pg's messages without a code are fixed texts
+      if (due) request.log.warn({ err, notLoggedSinceLast: due.notLoggedSinceLast }, 'database unavailable: answered 503');
+      reply.header('retry-after', String(DATABASE_UNAVAILABLE_RETRY_AFTER_S));
+      return reply.status(503).send(errorBody(plainOr, database));
+    }
+    if (database) {
+      // each one: an operator may have to find out what this request did
+      request.log.warn({ err }, 'database unavailable under a command: answered 500, outcome unknown');
+      return reply.status(500).send(errorBody(plainOr, database));
+    }
     request.log.error({ err }, 'unhandled error');
     const internal = new ApiError(500, 'internal server error');
-    return reply.status(500).send(errorBody(shape === 'fields' ? 'plain' : shape, internal));
+    return reply.status(500).send(errorBody(plainOr, internal));
   });
   app.setNotFoundHandler((request, reply) => {
     reply.status(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });

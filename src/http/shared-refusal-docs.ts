@@ -1,7 +1,8 @@
 // The refusals every API route shares, in the OpenAPI document (review 15c found them answered but undocumented):
 // 413 and 415 on a route that takes a body (refused before the route runs), and 503 on every route (a graceful
 // stop; on a write, also a write recorded whose read models did not show it in time). Each in the route's error
-// shape, beside a refusal of the route's own of the same status.
+// shape, beside a refusal of the route's own of the same status; the 503 also when the database is unavailable
+// (DATABASE_UNAVAILABLE, src/http/errors.ts).
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { documentAnswer, documentedAnswersOf, type HeaderDocs, refusalBodyOf } from './response-docs';
 
@@ -21,8 +22,8 @@ export function registerSharedRefusalDocs(app: FastifyInstance, apiPrefix: strin
     }
     const write = methods.some((m) => m !== 'GET' && m !== 'HEAD');
     const unavailable = write
-      ? 'the server is stopping (SHUTTING_DOWN: send the request again), or the write was recorded but reads do not show it yet (READ_MODELS_BEHIND: read it again rather than repeating it)'
-      : 'the server is stopping (SHUTTING_DOWN: send the request again)';
+      ? 'the server is stopping (SHUTTING_DOWN: send the request again), the database is unavailable (DATABASE_UNAVAILABLE: nothing was done; send the request again after Retry-After), or the write was recorded but reads do not show it yet (READ_MODELS_BEHIND: read it again rather than repeating it)'
+      : 'the server is stopping (SHUTTING_DOWN: send the request again), or the database is unavailable (DATABASE_UNAVAILABLE: send the request again after Retry-After)';
     documentAnswer(answers, 503, body, unavailable, retryAfter);
   });
 }

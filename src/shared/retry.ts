@@ -18,6 +18,42 @@ export function isLostConnection(err: unknown): boolean {
     && !/timeout exceeded when trying to connect|due to connection timeout/i.test((err as { message?: string }).message ?? '');
 }
 
+/** Node's errors of a connection that was never made: refused, no route, a name that does not resolve (now or at all). */
+const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+/**
+ * Postgres's refusals of a new connection: 57P03 cannot_connect_now (starting up, shutting down, in recovery), 53300
+ * too_many_connections (the server's or a role's or database's limit), 08001 and 08004 (the connection could not be
+ * established, or the server rejected it).
+ */
+const REFUSED_AT_CONNECT_SQLSTATES = new Set(['57P03', '53300', '08001', '08004']);
+
+/**
+ * Postgres could not be reached: the failure came while a connection was being made, so no statement was sent on it
+ * (as pg and pg-pool report it, checked against real servers in test/api/review16c-pg-failures.test.ts):
+ * `ECONNREFUSED` (nothing listens: a stopped server), `ENOTFOUND`/`EAI_AGAIN` (DNS), `ETIMEDOUT` of the `connect`
+ * call, pg-pool's `timeout exceeded when trying to connect` (no pooled client free in time) and pg's `Connection
+ * terminated due to connection timeout` (a new connection's), and the SQLSTATEs above. Not caught here, because pg
+ * reports it with the same text as a connection lost under a statement: a server that accepts and closes at once
+ * (`Connection terminated unexpectedly`); isLostConnection has it.
+ */
+export function isDatabaseUnreachable(err: unknown): boolean {
+  const e = err as { code?: unknown; syscall?: unknown; message?: unknown } | null | undefined;
+  if (e === null || typeof e !== 'object') return false;
+  const code = typeof e.code === 'string' ? e.code : '';
+  if (NOT_CONNECTED_CODES.has(code) || REFUSED_AT_CONNECT_SQLSTATES.has(code)) return true;
+  if (code === 'ETIMEDOUT' && e.syscall === 'connect') return true;
+  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(typeof e.message === 'string' ? e.message : '');
+}
+
+/**
+ * The database is unavailable to this request: it could not be reached (isDatabaseUnreachable) or the connection was
+ * lost under a statement (isLostConnection). What the HTTP layer answers with 503 or, for a command that may have
+ * written, 500 (src/http/errors.ts).
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  return isDatabaseUnreachable(err) || isLostConnection(err);
+}
+
 /** Pauses before a statement whose connection was lost (isLostConnection) is tried again. */
 export const LOST_CONNECTION_RETRY_MS = [50, 250] as const;
 

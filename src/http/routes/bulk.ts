@@ -52,6 +52,20 @@ const requiredString = () =>
 const recipientDoc = 'Each recipient: {"phone": "+5491155551234", "variables": {...}, "button_variables": {"button_0": "..."}} ' +
   '(phone: international format, a leading + and digits only; variables and button_variables optional, as for the single send).';
 
+/**
+ * A recipient as the OpenAPI document types it (generated clients type their recipients by it: review 16e); each one
+ * is checked by the handler (src/commands/bulk/input.ts), which names a bad one by its index.
+ */
+const recipientItemDoc = {
+  type: 'object',
+  required: ['phone'],
+  properties: {
+    phone: { type: 'string' },
+    variables: { type: 'object', nullable: true, additionalProperties: true },
+    button_variables: { type: 'object', nullable: true, additionalProperties: true },
+  },
+};
+
 const createBodySchema = z.object({
   phone_number_id: requiredString().describe("the provider's phone number id of the sending number"),
   template_name: requiredString().describe('an APPROVED template of that number'),
@@ -64,7 +78,7 @@ const createBodySchema = z.object({
     .transform((v) => v ?? 'es')
     .describe('default es'),
   recipients: z
-    .array(z.unknown(), { error: (issue) => (issue.input === undefined || issue.input === null ? REQUIRED : 'Expected a list of recipients.') })
+    .array(z.unknown().meta(recipientItemDoc), { error: (issue) => (issue.input === undefined || issue.input === null ? REQUIRED : 'Expected a list of recipients.') })
     .min(1, 'This list may not be empty.')
     .describe(recipientDoc),
 });
@@ -201,17 +215,20 @@ const dateParam = () =>
   });
 
 const pagingShape = {
-  page: intParam(1, 1).describe('default 1'),
-  page_size: intParam(1, DEFAULT_PAGE_SIZE).describe(`default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE} (larger values are clamped)`),
+  // documented as integers (as the deliveries page's are), read from the query's text here: generated clients send numbers
+  page: intParam(1, 1).meta({ type: 'integer', minimum: 1, description: 'default 1' }),
+  page_size: intParam(1, DEFAULT_PAGE_SIZE).meta({
+    type: 'integer', minimum: 1, description: `default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE} (larger values are clamped)`,
+  }),
 };
 const listQuerySchema = z.object({
-  status: choice(BULK_STATUSES).describe(BULK_STATUSES.join(', ')),
-  template: idParam().describe(`internal template id (0 to ${MAX_ID})`),
+  status: choice(BULK_STATUSES).meta({ enum: [...BULK_STATUSES], description: BULK_STATUSES.join(', ') }),
+  template: idParam().meta({ type: 'integer', minimum: 0, maximum: MAX_ID, description: `internal template id (0 to ${MAX_ID})` }),
   created_after: dateParam().describe('YYYY-MM-DD, inclusive (UTC), 0001-01-01 to 9999-12-31'),
   created_before: dateParam().describe('YYYY-MM-DD, inclusive (UTC), 0001-01-01 to 9999-12-31'),
   ...pagingShape,
 });
-const messagesQuerySchema = z.object({ status: choice(MESSAGE_STATUSES).describe(MESSAGE_STATUSES.join(', ')), ...pagingShape });
+const messagesQuerySchema = z.object({ status: choice(MESSAGE_STATUSES).meta({ enum: [...MESSAGE_STATUSES], description: MESSAGE_STATUSES.join(', ') }), ...pagingShape });
 const idParams = z.object({
   bulk_send_id: z.string().regex(UUID, 'Must be a valid UUID.').transform((v) => v.toLowerCase()),
 });

@@ -25,12 +25,12 @@ const querystring = z.object({
   company_id: z.string().describe('one company id, or a comma-separated list (global keys)'),
   from: z.string().describe('ISO 8601, inclusive; year 0001 to 9999 in UTC'),
   to: z.string().describe('ISO 8601, exclusive; after `from`, at most 31 days later; year 0001 to 9999 in UTC'),
-  channel: z.string().optional().describe('msgapp, photoapp, socialmsg or all (default)'),
+  channel: z.string().optional().meta({ enum: ['msgapp', 'photoapp', 'socialmsg', 'all'], description: 'msgapp, photoapp, socialmsg or all (default)' }),
   agent_id: z.string().optional().describe('AI agent id, or a comma-separated list: only messages those agents wrote'),
-  direction: z.string().optional().describe('incoming, outgoing or all (default)'),
+  direction: z.string().optional().meta({ enum: ['incoming', 'outgoing', 'all'], description: 'incoming, outgoing or all (default)' }),
   include: z.string().optional().describe('CSV of classifications, extractions, tool_calls, trace_id (default: classifications)'),
   cursor: z.string().optional().describe('`next_cursor` of the previous page'),
-  limit: z.string().optional().describe('rows per page, 1-10000 (default 5000)'),
+  limit: z.string().optional().meta({ type: 'integer', minimum: 1, maximum: 10000, description: 'rows per page, 1-10000 (default 5000)' }),
 });
 type Query = Partial<z.infer<typeof querystring>>;
 

@@ -148,7 +148,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
 
   r.delete(`${BASE}:id/`, {
     config: plain,
-    schema: { tags, operationId: 'deleteWebhookEndpoint', summary: 'Delete a webhook endpoint (its queued deliveries are dropped)', params: idParams, response: { 204: z.null(), 401: errorSchema, 404: errorSchema } },
+    schema: { tags, operationId: 'deleteWebhookEndpoint', summary: 'Delete a webhook endpoint (its queued deliveries are dropped)', params: idParams, response: { 204: z.null().meta({ type: 'null', description: 'deleted (no body)' }), 401: errorSchema, 404: errorSchema } },
     onRequest: auth,
   }, async (request, reply) => {
     await endpointOf(request, request.params.id);

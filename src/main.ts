@@ -8,7 +8,7 @@ import type { Config } from './config';
 import { PostgresEventStore } from './adapters/event-store/postgres';
 import { InProcessTransport } from './adapters/in-process/transport';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './adapters/postgres/embedded';
-import { migrate } from './adapters/postgres/migrations';
+import { migrate, type MigrationsLockHolder } from './adapters/postgres/migrations';
 import { createEventStorePool, createPool } from './adapters/postgres/pool';
 import { createProvider } from './adapters/provider';
 import { createEventRegistry } from './events/catalogue';
@@ -226,7 +226,10 @@ export async function startRuntime(config: Config, role: Role, options: { logger
     cleanups.push(() => idempotencyPool.end());
     const onRetry = (err: unknown, step: string, attempt: number) => logger.warn({ err, step, attempt }, 'database unavailable during start-up; retrying');
     const database = config.databaseUrl ? postgresTarget(config.databaseUrl) : 'the embedded Postgres';
-    await startupStep('database', database, () => retryTransient('migrations', () => migrate(pool), { onRetry, maxMs: waitMs }), waitMs);
+    // a start waiting for another process's migrations says who holds their lock, at once and every 10 s
+    const onWaiting = (holder: MigrationsLockHolder | undefined, waitedMs: number) =>
+      logger.warn({ holder, waitedMs }, 'waiting for the migrations lock, held by another session');
+    await startupStep('database', database, () => retryTransient('migrations', () => migrate(pool, { onWaiting }), { onRetry, maxMs: waitMs }), waitMs);
 
     let store: EventStore;
     if (config.eventStore.kind === 'esdb') {

@@ -337,9 +337,10 @@ export class BulkDispatcher {
           if (job.paused) await resumeJob(this.ctx, job);
           void materializeAhead();
           // sends start only in the first half of the rows' lease, and of the number's on a spaced tier (renewed at
-          // the claim): a slow provider never has a row sent after the sweep resolved it, nor two dispatchers pacing one number
+          // the claim), the window's first in its first three quarters (review 16b: a process paused after its claim):
+          // a slow provider never has a row sent after the sweep resolved it, nor two dispatchers pacing one number
           const leaseMs = limited ? Math.min(this.o.recipientLeaseMs, this.o.numberLeaseMs) : this.o.recipientLeaseMs;
-          const outcomes = await sendWindow(this.ctx, job, claimed, pacer, new Date(now.getTime() + leaseMs / 2));
+          const outcomes = await sendWindow(this.ctx, job, claimed, pacer, new Date(now.getTime() + leaseMs / 2), new Date(now.getTime() + (leaseMs * 3) / 4));
           const previous = recording;
           recording = previous.then(() => recordOutcomes(this.ctx, job, outcomes));
           recording.catch(() => undefined); // awaited below (next window, or before returning)

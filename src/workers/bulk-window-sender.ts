@@ -8,8 +8,12 @@ import type { Pacer } from './bulk-pacer';
 
 /**
  * Sends a claimed window (paced, bounded concurrency); returns the outcomes to record. No send starts at or after
- * `sendBy` (half the rows' lease, but the window's first): the rest goes back to pending, so a slow provider never
- * has a recipient sent after the lease sweep resolved its row as interrupted (failed).
+ * `sendBy` (half the rows' lease), the window's first at or after `firstBy` (later: three quarters of the lease, so a
+ * window whose claim was slow still sends): the rest goes back to pending, so a slow provider never has a recipient
+ * sent after the lease sweep resolved its row as interrupted (failed). Review 16b: the first send had no bound; a
+ * process paused (SIGSTOP, a VM freeze) between a claim and its first send, resumed after its number lease had passed
+ * to another process's dispatcher, sent it all the same, beside the other dispatcher on the same number (and, resumed
+ * after the rows' lease, it would send a recipient the sweep had already resolved as failed).
  */
 export async function sendWindow(
   ctx: DispatcherContext,
@@ -17,11 +21,12 @@ export async function sendWindow(
   rows: readonly ClaimedRecipient[],
   pacer: Pacer,
   sendBy: Date,
+  firstBy: Date,
 ): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
   const inFlight = new Set<Promise<void>>();
   let started = 0;
-  const late = () => started > 0 && ctx.now().getTime() >= sendBy.getTime();
+  const late = () => ctx.now().getTime() >= (started > 0 ? sendBy : firstBy).getTime();
   for (const row of rows) {
     if (ctx.stopping(job.bulkId) || late()) {
       outcomes.push({ idx: row.idx, kind: 'unsent' });

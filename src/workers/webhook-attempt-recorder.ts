@@ -24,6 +24,8 @@ export interface Answered {
   retryAfterMs?: number;
   /** no request was made, and why: a failed attempt all the same (`res` empty but its `error`) */
   notSent?: 'secret_unsealable';
+  /** the end of the claim's lease the request was made under (ms since the epoch) */
+  leaseUntil?: number;
 }
 
 export const SECRET_UNSEALABLE = 'endpoint secret cannot be unsealed (API_KEY_PEPPER changed?)';
@@ -63,8 +65,19 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
   let recording: Promise<void> | undefined;
   let linger: NodeJS.Timeout | undefined;
 
-  const record = async (batch: Answered[]) => {
+  const record = async (answers: Answered[]) => {
     const after = services.now();
+    // A failed answer recorded once its claim's lease is over (review 16b: the sender paused, SIGSTOP or a VM freeze,
+    // with its request at the endpoint, resumed later): the delivery may be another sender's by now, its request under
+    // way; recording the failure made it due again at its retry (5 s), posted again beside that request. Not recorded:
+    // the delivery is due again already, or the other sender's answer decides. A success is recorded (the event
+    // arrived; no other post is needed).
+    const batch = answers.filter((a) => a.ok || a.leaseUntil === undefined || a.leaseUntil > after.getTime());
+    if (batch.length < answers.length) {
+      services.logger.warn({ deliveries: answers.filter((a) => !batch.includes(a)).map((a) => a.d.delivery_id) },
+        'webhook attempts answered after their lease: not recorded (the deliveries are due again, or another sender has them)');
+    }
+    if (batch.length === 0) return;
     const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
     const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
     const rows = batch.map(({ d, ep, res, ok, sentAt, retryAfterMs, notSent }): AttemptRecord & { ok: boolean } => {

@@ -308,7 +308,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       if (sentAt.getTime() + timeoutMs >= leaseUntil) return void releaseRefused(leased(d, leaseUntil));
       const signature = signatureOf(d, ep, sentAt);
       if (signature === undefined) {
-        answer = unsealableAttempt(d, ep, sentAt); // recorded as a failed attempt, on the schedule
+        answer = { ...unsealableAttempt(d, ep, sentAt), leaseUntil }; // recorded as a failed attempt, on the schedule
         return;
       }
       const res = await client.post({
@@ -318,7 +318,7 @@ export function startWebhookSender(services: Services, options: SenderOptions = 
       });
       const ok = answeredOk(res);
       const retryAfterMs = ok || res.retryAfter === null ? undefined : retryAfterDelay(res.retryAfter, sentAt);
-      answer = { d, ep, res, ok, sentAt, retryAfterMs };
+      answer = { d, ep, res, ok, sentAt, retryAfterMs, leaseUntil };
     } catch (err) {
       services.logger.error({ err, deliveryId: d.delivery_id }, 'webhook delivery could not be posted');
     } finally {

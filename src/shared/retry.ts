@@ -12,11 +12,22 @@ export function isTransientDatabaseError(err: unknown): boolean {
  * (10 s), and more tries would hold an answer that much longer while the database is unreachable.
  */
 export function isLostConnection(err: unknown): boolean {
+  if (isEventStoreConnectionLost(err)) return true;
   // pg-pool's connect timeouts: waiting for a pooled client, and a new connection's (regression review 14: the
   // latter, `Connection terminated due to connection timeout`, was taken for a lost connection and tried twice more)
   return isTransientDatabaseError(err) && (err as { code?: string }).code !== 'ETIMEDOUT'
     && !/timeout exceeded when trying to connect|due to connection timeout/i.test((err as { message?: string }).message ?? '');
 }
+
+/**
+ * EventStoreDB's client (`@eventstore/db-client`) reports a lost or refused connection as an UnavailableError (type
+ * `unavailable`) and a node that is no longer the leader as a NotLeaderError (`not-leader`); it reconnects on the next
+ * call. Review 16d found them unknown here: on EventStoreDB the appends tried again on a lost connection (the bulk's
+ * commit point) were not. Not its deadline (`deadline-exceeded`): it already waited, as pg-pool's connect timeout.
+ */
+const EVENT_STORE_LOST_TYPES = new Set(['unavailable', 'not-leader']);
+const isEventStoreConnectionLost = (err: unknown): boolean =>
+  err instanceof Error && EVENT_STORE_LOST_TYPES.has(String((err as { type?: unknown }).type));
 
 /** Node's errors of a connection that was never made: refused, no route, a name that does not resolve (now or at all). */
 const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);

@@ -7,6 +7,7 @@ import { ReadModelTimeoutError } from '../ports/read-models';
 import { LogThrottle } from '../shared/log-throttle';
 import { isDatabaseUnavailable } from '../shared/retry';
 import { DATABASE_UNAVAILABLE_RETRY_AFTER_S } from '../shared/retry-after';
+import { collectRouteMethods } from './route-methods';
 
 /**
  * The spec's error body shapes. A route family picks its shape with `config: { errorShape }`; every error,
@@ -213,8 +214,15 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const internal = new ApiError(500, 'internal server error');
     return reply.status(500).send(errorBody(plainOr, internal));
   });
+  const routes = collectRouteMethods(app);
   app.setNotFoundHandler((request, reply) => {
-    reply.status(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });
+    const path = request.url.split('?')[0];
+    const allowed = routes.allowedFor(path);
+    if (allowed === undefined) return reply.status(404).send({ error: `no route for ${request.method} ${path}` });
+    // a path that exists, asked with another method: 405 with the methods it takes, in the route's error shape
+    const shape = allowed.errorShape === undefined || allowed.errorShape === 'fields' ? 'plain' : allowed.errorShape;
+    reply.header('allow', allowed.methods.join(', '));
+    return reply.status(405).send(errorBody(shape, new ApiError(405, `${request.method} is not allowed on ${path}: it takes ${allowed.methods.join(', ')}`, 'METHOD_NOT_ALLOWED')));
   });
 }
 

@@ -122,10 +122,11 @@ describe('GET /api/v1/business-accounts/', () => {
     expect(res.json()).toEqual({ error: 'this API key has no access to company resources' });
   });
 
-  it('wrong method: 404 with the plain error body', async () => {
+  it('wrong method: 405 with Allow and the plain error body (404 until 2026-11-28)', async () => {
     const res = await t.app.inject({ method: 'POST', url: '/api/v1/business-accounts/', headers: { 'x-api-key': EXAMPLE.key } });
-    expect(res.statusCode).toBe(404);
-    expect(res.json()).toEqual({ error: 'no route for POST /api/v1/business-accounts/' });
+    expect({ status: res.statusCode, allow: res.headers.allow, body: res.json() }).toEqual({
+      status: 405, allow: 'GET, HEAD', body: { error: 'POST is not allowed on /api/v1/business-accounts/: it takes GET, HEAD' },
+    });
   });
 
   it('401 with a revoked key, from the next request on', async () => {

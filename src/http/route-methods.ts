@@ -1,0 +1,37 @@
+// The methods each route path takes, for answering a known path asked with another method: 405 with `Allow`
+// (RFC 9110, 15.5.6), not the 404 of a path that does not exist (a 'Noticed' item, 2026-11-28).
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { ErrorShape } from './errors';
+
+interface KnownPath {
+  pattern: RegExp;
+  methods: Set<string>;
+  errorShape?: ErrorShape;
+}
+
+/** `/api/v1/webhook-endpoints/:id/` as a pattern of concrete paths (a parameter is one segment, `*` the rest). */
+const patternOf = (url: string): RegExp =>
+  new RegExp(`^${url.split(/(:[A-Za-z0-9_]+|\*)/).map((part) =>
+    part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('')}$`);
+
+/** Collects the routes as they are registered; `allowedFor(path)` answers the methods of the path, if it is one. */
+export function collectRouteMethods(app: FastifyInstance): { allowedFor(path: string): { methods: string[]; errorShape?: ErrorShape } | undefined } {
+  const paths = new Map<string, KnownPath>();
+  app.addHook('onRoute', (route: RouteOptions) => {
+    const known = paths.get(route.url) ?? { pattern: patternOf(route.url), methods: new Set<string>(), errorShape: route.config?.errorShape };
+    for (const method of Array.isArray(route.method) ? route.method : [route.method]) known.methods.add(method);
+    paths.set(route.url, known);
+  });
+  return {
+    allowedFor(path) {
+      const methods = new Set<string>();
+      let errorShape: ErrorShape | undefined;
+      for (const known of paths.values()) {
+        if (!known.pattern.test(path)) continue;
+        for (const m of known.methods) methods.add(m);
+        errorShape ??= known.errorShape;
+      }
+      return methods.size === 0 ? undefined : { methods: [...methods].sort(), errorShape };
+    },
+  };
+}

@@ -1,0 +1,37 @@
+import { createTestApp } from '../support/services';
+
+// A path that exists asked with a method it does not take: 405 with `Allow` (RFC 9110, 15.5.6), in the route's error
+// shape; a path that does not exist: 404. Until 2026-11-28 both were 404 (a 'Noticed' item).
+describe('405 Method Not Allowed', () => {
+  let t: Awaited<ReturnType<typeof createTestApp>>;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it.each([
+    ['DELETE', '/api/v1/platform-templates/send/', 'POST', { error: 'DELETE is not allowed on /api/v1/platform-templates/send/: it takes POST' }],
+    ['PUT', '/api/v1/webhook-endpoints/00000000-0000-4000-8000-000000000000/', 'DELETE, GET, HEAD, PATCH',
+      { error: 'PUT is not allowed on /api/v1/webhook-endpoints/00000000-0000-4000-8000-000000000000/: it takes DELETE, GET, HEAD, PATCH' }],
+    ['GET', '/api/v1/platform-templates/send-bulk/', 'POST', { error: 'GET is not allowed on /api/v1/platform-templates/send-bulk/: it takes POST' }],
+    ['POST', '/api/v1/qualitative-export/messages', 'GET, HEAD',
+      { error: { code: 'METHOD_NOT_ALLOWED', message: 'POST is not allowed on /api/v1/qualitative-export/messages: it takes GET, HEAD' } }],
+    ['POST', '/healthz', 'GET, HEAD', { error: 'POST is not allowed on /healthz: it takes GET, HEAD' }],
+  ])('%s %s: 405, Allow: %s', async (method, url, allow, body) => {
+    const res = await t.app.inject({ method: method as 'GET', url: `${url}?x=1`, headers: { 'content-type': 'application/json' }, payload: method === 'GET' ? undefined : '{}' });
+    expect({ status: res.statusCode, allow: res.headers.allow, body: res.json() }).toEqual({ status: 405, allow, body });
+  });
+
+  it('a path that does not exist is still 404, whatever the method', async () => {
+    for (const method of ['GET', 'POST', 'DELETE'] as const) {
+      const res = await t.app.inject({ method, url: '/api/v1/platform-templates/sends/' });
+      expect({ status: res.statusCode, allow: res.headers.allow, body: res.json() })
+        .toEqual({ status: 404, allow: undefined, body: { error: `no route for ${method} /api/v1/platform-templates/sends/` } });
+    }
+    // a parameter is one segment: a longer path is not the route's
+    const deeper = await t.app.inject({ method: 'PUT', url: '/api/v1/webhook-endpoints/a/b/c/' });
+    expect(deeper.statusCode).toBe(404);
+  });
+});

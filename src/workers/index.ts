@@ -6,6 +6,7 @@ import { startBulkLeaseCron } from './bulk-lease-cron';
 import { startWebhookFanOut } from './webhook-fanout';
 import { startWebhookSender } from './webhook-sender';
 import { startWebhookRetention } from './webhook-retention';
+import { startStuckListenerWatch } from './stuck-listeners';
 
 export interface Workers {
   /** stops taking work, lets in-flight work finish, commits offsets */
@@ -27,6 +28,7 @@ const workerFactories: Array<(services: Services, options: WorkerOptions) => Pro
   async (services) => startWebhookFanOut(services),
   async (services) => startWebhookSender(services),
   async (services) => startWebhookRetention(services),
+  async (services) => startStuckListenerWatch(services),
 ];
 
 export async function startWorkers(services: Services, options: WorkerOptions): Promise<Workers> {

@@ -1,8 +1,10 @@
+import type { Pool, PoolClient } from 'pg';
 import type { WebhookResponse } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { type AttemptRecord, type ClaimedDelivery, recordAttempts, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import type { SendingEndpoint } from '../projections/webhooks/queries';
 import type { Services } from '../services';
+import { withTransaction } from '../shared/tx';
 import { FAILING_DISABLE_AFTER_MS, retryDelayAfterFailure } from './webhook-schedule';
 
 // The sender's answers, recorded (docs/webhooks.md, "Delivery"): a batch at a time, one batch after another, at once
@@ -67,17 +69,38 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
 
   const record = async (answers: Answered[]) => {
     const after = services.now();
-    // A failed answer recorded once its claim's lease is over (review 16b: the sender paused, SIGSTOP or a VM freeze,
+    // A failed answer written once its claim's lease is over (review 16b: the sender paused, SIGSTOP or a VM freeze,
     // with its request at the endpoint, resumed later): the delivery may be another sender's by now, its request under
-    // way; recording the failure made it due again at its retry (5 s), posted again beside that request. Not recorded:
-    // the delivery is due again already, or the other sender's answer decides. A success is recorded (the event
-    // arrived; no other post is needed).
-    const batch = answers.filter((a) => a.ok || a.leaseUntil === undefined || a.leaseUntil > after.getTime());
-    if (batch.length < answers.length) {
-      services.logger.warn({ deliveries: answers.filter((a) => !batch.includes(a)).map((a) => a.d.delivery_id) },
-        'webhook attempts answered after their lease: not recorded (the deliveries are due again, or another sender has them)');
-    }
-    if (batch.length === 0) return;
+    // way; recording the failure made it due again at its retry (5 s), posted again beside that request. Such a
+    // failure is recorded only while the claim it was sent under is still the delivery's (review 16f: judged by the
+    // clock alone, a sender never paused dropped a real failure answered just before the lease's end and written just
+    // after it, by the linger or a batch queued behind a slow one: the attempt missing from the log, the delivery
+    // posted again at once, off its schedule). Checked under the rows' locks, taken in delivery_id order as the
+    // record's own statement takes them; another sender's claim made since changed claimed_until. A success is
+    // recorded (the event arrived; no other post is needed).
+    const lapsed = answers.filter((a) => !a.ok && a.leaseUntil !== undefined && a.leaseUntil <= after.getTime());
+    if (lapsed.length === 0) return recordBatch(services.pool, answers, after);
+    const disable = await withTransaction(services.pool, async (tx) => {
+      const { rows } = await tx.query<{ delivery_id: string; claimed_until: Date | null }>(
+        'SELECT delivery_id, claimed_until FROM webhooks.deliveries WHERE delivery_id = ANY($1::uuid[]) ORDER BY delivery_id FOR UPDATE',
+        [[...new Set(answers.map((a) => a.d.delivery_id))]],
+      );
+      const claimedUntil = new Map(rows.map((r) => [r.delivery_id, r.claimed_until?.getTime()]));
+      const taken = new Set(lapsed.filter((a) => claimedUntil.get(a.d.delivery_id) !== a.leaseUntil));
+      if (taken.size > 0) {
+        services.logger.warn({ deliveries: [...taken].map((a) => a.d.delivery_id) },
+          'webhook attempts answered after their lease: not recorded (another sender has claimed the deliveries since)');
+      }
+      return writeBatch(tx, answers.filter((a) => !taken.has(a)), after);
+    });
+    await disableEndpoints(disable);
+  };
+
+  const recordBatch = async (db: Pool, batch: Answered[], after: Date) => disableEndpoints(await writeBatch(db, batch, after));
+
+  /** Writes a batch's attempts (one statement); returns the endpoints to disable (410, or failing for too long). */
+  const writeBatch = async (db: Pool | PoolClient, batch: Answered[], after: Date): Promise<Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }>> => {
+    if (batch.length === 0) return [];
     const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
     const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
     const rows = batch.map(({ d, ep, res, ok, sentAt, retryAfterMs, notSent }): AttemptRecord & { ok: boolean } => {
@@ -98,10 +121,14 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
     const okEndpoints = new Set(rows.filter((r) => r.ok).map((r) => r.endpointId));
     const recovered = [...okEndpoints].filter((id) => endpoints.get(id)!.failingSince !== null);
     const failing = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.has(id));
-    const { stale, failed } = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
+    const { stale, failed } = await recordAttempts(db, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
     // as recorded: an attempt that ended its schedule while a retry was asked leaves the delivery pending
     services.metrics.webhookDeliveriesFailed.inc(failed);
     for (const id of stale) disable.push({ endpoint: endpoints.get(id)!, reason: 'failing' });
+    return disable;
+  };
+
+  const disableEndpoints = async (disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }>) => {
     for (const { endpoint, reason } of disable) {
       if (await disableFailingEndpoint(options.deps, endpoint.companyId, endpoint.endpointId, reason)) services.metrics.webhookEndpointsDisabled.labels(reason).inc();
       await setDeliveriesAside(services.pool, endpoint.endpointId);

@@ -6,7 +6,7 @@ import { countEvents } from '../support/provisioning';
 // shape for the route family, never a 5xx, never a hang; a rejected request appends nothing to the event log.
 
 /** Statuses the service documents (spec + docs/*.md) for client mistakes. */
-export const DOCUMENTED_4XX = new Set([400, 401, 403, 404, 409, 413, 414, 415, 422, 429]);
+export const DOCUMENTED_4XX = new Set([400, 401, 403, 404, 405, 409, 413, 414, 415, 422, 429]);
 
 /** Hang guard: a response that never comes is a failure, not a slow test (not a speed threshold). */
 export const HANG_GUARD_MS = 20_000;

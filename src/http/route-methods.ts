@@ -1,7 +1,9 @@
 // The methods each route path takes, for answering a known path asked with another method: 405 with `Allow`
 // (RFC 9110, 15.5.6), not the 404 of a path that does not exist (a 'Noticed' item, 2026-11-28).
-import type { FastifyInstance, RouteOptions } from 'fastify';
-import type { ErrorShape } from './errors';
+import type { FastifyContextConfig, FastifyInstance, RouteOptions } from 'fastify';
+
+/** a route's error shape (declared on fastify's route config by ./errors.ts, which uses this module) */
+type ErrorShape = FastifyContextConfig['errorShape'];
 
 interface KnownPath {
   pattern: RegExp;

@@ -110,6 +110,23 @@ d('review 16b: a serve paused holding the migrations lock', () => {
     expect(await ready(a.port, 60_000)).toBe(true);
   }, 240_000);
 
+  // CI on 62e14f6: dozens of `events export` processes starting at once waited a moment for each other's migrations
+  // lock, and the warning the first failed try gave went into an export's NDJSON (a line without an event)
+  it('a lock held a moment is waited for silently', async () => {
+    const holder = await db.pool.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock(7246001)');
+      const told: unknown[] = [];
+      const running = migrate(db.pool, { onWaiting: (h) => told.push(h) });
+      await new Promise((r) => setTimeout(r, 300));
+      await holder.query('SELECT pg_advisory_unlock(7246001)');
+      expect(await running).toEqual([]);
+      expect(told).toEqual([]);
+    } finally {
+      holder.release();
+    }
+  });
+
   it('a migrate waiting for the lock says who holds it (onWaiting), then runs once it is given back', async () => {
     const holder = await db.pool.connect();
     try {

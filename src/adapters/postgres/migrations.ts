@@ -35,7 +35,7 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
  * Postgres 14 and later (an older server keeps the lock as before, no bound).
  */
 export const MIGRATIONS_LOCK_IDLE_TIMEOUT_MS = 30_000;
-/** How often a start waiting for the lock says who holds it. */
+/** How long a start waits for the lock before it says who holds it, and how often it says so again. */
 const WAITING_REPORT_MS = 10_000;
 
 // Taking the lock answers the session's own idle_session_timeout (`previous`, read before it is changed: OFFSET 0
@@ -65,8 +65,8 @@ export interface MigrationsLockHolder {
 
 export interface MigrateOptions {
   /**
-   * Told when the lock is held by another session, then every 10 s while this start waits for it (the holder, if it
-   * could be read): for a log line, so that a start waiting for another process's migrations says so.
+   * Told once this start has waited 10 s for the lock, then every 10 s while it waits (the holder, if it could be
+   * read): for a log line, so that a start waiting for another process's migrations says so.
    */
   onWaiting?: (holder: MigrationsLockHolder | undefined, waitedMs: number) => void;
 }
@@ -116,7 +116,8 @@ async function waitForLock(pool: Pool, client: PoolClient, options: MigrateOptio
       () => options.onWaiting?.(undefined, Date.now() - since),
     );
   };
-  report();
+  // not at once: many processes starting together wait a moment for each other, and a one-shot command's warning
+  // there went into its output (`events export`'s NDJSON on stdout: a line without an event)
   const timer = setInterval(report, WAITING_REPORT_MS);
   timer.unref();
   try {

@@ -7,7 +7,7 @@ import { ReadModelTimeoutError } from '../ports/read-models';
 import { LogThrottle } from '../shared/log-throttle';
 import { isDatabaseUnavailable } from '../shared/retry';
 import { DATABASE_UNAVAILABLE_RETRY_AFTER_S } from '../shared/retry-after';
-import { collectRouteMethods } from './route-methods';
+import { collectRouteMethods, methodsOf } from './route-methods';
 
 /**
  * The spec's error body shapes. A route family picks its shape with `config: { errorShape }`; every error,
@@ -67,6 +67,10 @@ export const conflict = (message: string) => new ApiError(409, message);
 export const fieldErrors = (fields: Record<string, string[]>) =>
   new ApiError(400, Object.entries(fields).map(([f, m]) => `${f}: ${m.join(' ')}`).join('; '), 'INVALID_PARAMETER', fields);
 export const detailNotFound = (message: string) => new ApiError(404, message, 'NOT_FOUND', undefined, 'detail');
+
+/** The shape of an error that names no fields: a `fields` route's other errors are plain. */
+const withoutFields = (shape: ErrorShape | undefined): Exclude<ErrorShape, 'fields'> =>
+  shape === undefined || shape === 'fields' ? 'plain' : shape;
 
 export function errorBody(shape: ErrorShape, err: ApiError): unknown {
   switch (shape) {
@@ -180,8 +184,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.addHook('onRoute', (route) => {
     // a read answers 503 wherever it failed: only the other methods' handlers are marked (the mark cost reads about
     // a tenth of their throughput in bench/reads.ts: a property written on every request)
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    if (methods.every((m) => m === 'GET' || m === 'HEAD')) return;
+    if (methodsOf(route).every((m) => m === 'GET' || m === 'HEAD')) return;
     const handler = route.handler as (this: unknown, request: FastifyRequest, reply: FastifyReply) => unknown;
     route.handler = function (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
       request.routeHandlerStarted = true;
@@ -196,10 +199,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
         request.log.warn({ err }, 'read models behind: answered 503');
         reply.header('retry-after', String(READ_MODELS_RETRY_AFTER_S));
       }
-      const s = apiError.shape ?? (apiError.fields ? shape : shape === 'fields' ? 'plain' : shape);
+      const s = apiError.shape ?? (apiError.fields ? shape : withoutFields(shape));
       return reply.status(apiError.statusCode).send(errorBody(s, apiError));
     }
-    const plainOr = shape === 'fields' ? 'plain' : shape;
+    const plainOr = withoutFields(shape);
     const database = databaseFailure(err, request);
     if (database?.statusCode === 503) {
       // an outage fails every request: one line per kind of failure and interval, with the count of the others
@@ -224,7 +227,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const allowed = routes.allowedFor(path);
     if (allowed === undefined) return reply.status(404).send({ error: `no route for ${request.method} ${path}` });
     // a path that exists, asked with another method: 405 with the methods it takes, in the route's error shape
-    const shape = allowed.errorShape === undefined || allowed.errorShape === 'fields' ? 'plain' : allowed.errorShape;
+    const shape = withoutFields(allowed.errorShape);
     reply.header('allow', allowed.methods.join(', '));
     return reply.status(405).send(errorBody(shape, new ApiError(405, `${request.method} is not allowed on ${path}: it takes ${allowed.methods.join(', ')}`, 'METHOD_NOT_ALLOWED')));
   });

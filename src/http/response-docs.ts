@@ -2,6 +2,7 @@
 // documents the `headers` of a response schema, which a zod schema carries as metadata.
 import type { RouteOptions } from 'fastify';
 import { z } from 'zod';
+import { methodsOf } from './route-methods';
 
 export type HeaderDocs = Record<string, { type: 'integer' | 'string'; enum?: string[]; description: string }>;
 
@@ -32,8 +33,7 @@ export function refusalBodyOf(errorShape: unknown): z.ZodType {
  * hide its default 200) and for fastify's HEAD of a GET, which shares the GET's schema (documented once).
  */
 export function documentedAnswersOf(route: RouteOptions): Record<string | number, unknown> | undefined {
-  const methods = Array.isArray(route.method) ? route.method : [route.method];
-  if (methods.every((m) => m === 'HEAD')) return undefined;
+  if (methodsOf(route).every((m) => m === 'HEAD')) return undefined;
   return (route.schema as { response?: Record<string | number, unknown> } | undefined)?.response;
 }
 

@@ -16,12 +16,15 @@ const patternOf = (url: string): RegExp =>
   new RegExp(`^${url.split(/(:[A-Za-z0-9_]+|\*)/).map((part) =>
     part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('')}$`);
 
+/** The methods a route takes (fastify's route options give one or a list). */
+export const methodsOf = (route: RouteOptions): string[] => (Array.isArray(route.method) ? route.method : [route.method]);
+
 /** Collects the routes as they are registered; `allowedFor(path)` answers the methods of the path, if it is one. */
 export function collectRouteMethods(app: FastifyInstance): { allowedFor(path: string): { methods: string[]; errorShape?: ErrorShape } | undefined } {
   const paths = new Map<string, KnownPath>();
   app.addHook('onRoute', (route: RouteOptions) => {
     const known = paths.get(route.url) ?? { pattern: patternOf(route.url), methods: new Set<string>(), errorShape: route.config?.errorShape };
-    for (const method of Array.isArray(route.method) ? route.method : [route.method]) known.methods.add(method);
+    for (const method of methodsOf(route)) known.methods.add(method);
     paths.set(route.url, known);
   });
   return {

@@ -5,6 +5,7 @@
 // (DATABASE_UNAVAILABLE, src/http/errors.ts).
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { documentAnswer, documentedAnswersOf, type HeaderDocs, refusalBodyOf } from './response-docs';
+import { methodsOf } from './route-methods';
 
 const retryAfter: HeaderDocs = { 'retry-after': { type: 'integer', description: 'seconds to wait before sending the request again' } };
 const TAKES_A_BODY = new Set(['POST', 'PUT', 'PATCH']);
@@ -14,7 +15,7 @@ export function registerSharedRefusalDocs(app: FastifyInstance, apiPrefix: strin
     if (!route.url.startsWith(apiPrefix)) return;
     const answers = documentedAnswersOf(route);
     if (answers === undefined) return;
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const methods = methodsOf(route);
     const body = refusalBodyOf(route.config?.errorShape);
     if (methods.some((m) => TAKES_A_BODY.has(m))) {
       documentAnswer(answers, 413, body, 'the request body is larger than the route accepts');

@@ -55,20 +55,53 @@ export function answerConnect(_request: IncomingMessage, socket: Duplex): void {
 
 /**
  * An HTTP/1.1 request without a Host header is 400 (RFC 9112, section 3.2), in the route's error shape: Node's own
- * check (turned off in the app factory) answers it with an empty body.
+ * check (turned off in the app factory) answers it with an empty body. So is one with more than one Host header
+ * (the same section): Node keeps the first and drops the others, and a proxy in front may have read another.
  */
 export const requireHostHeader: onRequestHookHandler = (request, _reply, done) => {
+  if (hostHeadersIn(request.raw.rawHeaders) > 1) return done(new ApiError(400, 'the Host header must be sent once'));
   if (request.raw.headers.host !== undefined || request.raw.httpVersion !== '1.1') return done();
   done(new ApiError(400, 'the Host header is required'));
 };
 
+/** How many Host headers `rawHeaders` (name, value, name, value, ...) holds: cheaper than `headersDistinct`, which copies every header. */
+function hostHeadersIn(rawHeaders: readonly string[]): number {
+  let hosts = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i].length === 4 && rawHeaders[i].toLowerCase() === 'host') hosts++;
+  return hosts;
+}
+
 /**
- * Bodies are parsed as sent: a compressed one (Content-Encoding gzip, br, ...) would be read as broken JSON. It is
- * refused for what it is (415, the route's error shape); a body-less request's Content-Encoding is ignored.
+ * Bodies are parsed as sent, as UTF-8 JSON: a compressed one (Content-Encoding gzip, br, ...) would be read as broken
+ * JSON, and one declared in another charset (`charset=latin1`, `utf-16`) as broken text, its non-ASCII letters
+ * stored as U+FFFD. Each is refused for what it is (415, the route's error shape); a body-less request's
+ * Content-Encoding and charset are ignored. `charset=utf-8` (any case, quoted or not) is what JSON is (RFC 8259),
+ * and `us-ascii` is a part of it.
+ * The charset is checked on the API's routes only: the provider's webhook ingress reads its bytes as it always has.
  */
 export const refuseEncodedBodies: onRequestHookHandler = (request, _reply, done) => {
   const coding = request.headers['content-encoding'];
   const hasBody = request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0';
-  if (coding === undefined || !hasBody || coding.trim().toLowerCase() === 'identity') return done();
-  done(new ApiError(415, `Content-Encoding '${coding.slice(0, 100)}' is not supported: send the body uncompressed`));
+  if (!hasBody) return done();
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+    return done(new ApiError(415, `Content-Encoding '${coding.slice(0, 100)}' is not supported: send the body uncompressed`));
+  }
+  const charset = request.url.startsWith('/api/') ? charsetOf(request.headers['content-type']) : undefined;
+  if (charset !== undefined && !UTF8.has(charset.toLowerCase())) {
+    return done(new ApiError(415, `charset '${charset.slice(0, 100)}' is not supported: send the body as UTF-8`));
+  }
+  done();
 };
+
+const UTF8 = new Set(['utf-8', 'utf8', 'us-ascii']);
+
+/** The charset parameter of a Content-Type, unquoted; undefined when there is none. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined;
+  for (const parameter of contentType.split(';').slice(1)) {
+    const eq = parameter.indexOf('=');
+    if (eq < 0 || parameter.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
+    return parameter.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1');
+  }
+  return undefined;
+}

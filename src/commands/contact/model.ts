@@ -54,7 +54,8 @@ export function customFieldViews(fields: readonly FieldDef[], values: ReadonlyMa
 const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATETIME_RE = /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.\d{1,9})?)?(Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)$/i;
 const TIME_RE = /^([01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)?$/;
-const EMAIL_RE = /^[^\s@"'<>(),;:\\[\]]+@[^\s@"'<>(),;:\\[\]]+\.[^\s@"'<>(),;:\\[\]]+$/;
+/** local@label.label...: the domain's labels are not empty ("a@..", "a@b..co" and "a@b.co." are not addresses) */
+const EMAIL_RE = /^[^\s@"'<>(),;:\\[\]]+@(?:[^\s@"'<>(),;:\\[\].]+\.)+[^\s@"'<>(),;:\\[\].]+$/;
 const INT_RE = /^[+-]?\d+$/;
 const FLOAT_RE = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
 
@@ -104,6 +105,17 @@ export function isValidHttpUrl(s: string): boolean {
   }
 }
 
+/**
+ * The configured option a value names, as configured. Canonically equivalent spellings are one option: "ñ" typed
+ * precomposed (NFC) or as "n" and a combining tilde (NFD, as macOS and some keyboards send it).
+ */
+function optionNamed(options: readonly string[], v: unknown): string | undefined {
+  if (typeof v !== 'string') return undefined;
+  if (options.includes(v)) return v;
+  const nfc = v.normalize('NFC');
+  return options.find((o) => o.normalize('NFC') === nfc);
+}
+
 /** Validates a request value (the `value` array) for a field; `[]` is handled by the caller (no value). */
 export function canonicalValue(def: FieldDef, raw: readonly unknown[]): { ok: true; value: FieldScalar[] } | { ok: false; error: string } {
   const fail = (error: string) => ({ ok: false as const, error });
@@ -150,16 +162,18 @@ export function canonicalValue(def: FieldDef, raw: readonly unknown[]): { ok: tr
       return { ok: true, value: [one] };
     case 'selector': {
       const options = def.options ?? [];
-      if (typeof one !== 'string' || !options.includes(one)) return fail(`value must be one of ${JSON.stringify(options)}`);
-      return { ok: true, value: [one] };
+      const option = optionNamed(options, one);
+      if (option === undefined) return fail(`value must be one of ${JSON.stringify(options)}`);
+      return { ok: true, value: [option] };
     }
     case 'multiselector': {
       const options = def.options ?? [];
-      const bad = raw.find((v) => typeof v !== 'string' || !options.includes(v));
-      if (bad !== undefined) return fail(`${JSON.stringify(bad)} is not an option; options are ${JSON.stringify(options)}`);
-      if (new Set(raw).size !== raw.length) return fail('values must be distinct');
+      const chosen = raw.map((v) => optionNamed(options, v));
+      const bad = chosen.indexOf(undefined);
+      if (bad >= 0) return fail(`${JSON.stringify(raw[bad])} is not an option; options are ${JSON.stringify(options)}`);
+      if (new Set(chosen).size !== chosen.length) return fail('values must be distinct');
       // canonical order: the configured order of the options (a reordered selection is the same value)
-      return { ok: true, value: options.filter((o) => raw.includes(o)) };
+      return { ok: true, value: options.filter((o) => chosen.includes(o)) };
     }
   }
 }

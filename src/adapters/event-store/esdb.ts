@@ -222,6 +222,21 @@ function isStreamNotFound(err: unknown): boolean {
 // ---------------------------------------------------------------------------------------------------------------
 
 const HEAD_PAGE = 256;
+/** How much earlier than a batch's own time (our clock) the server may have stamped its first try (its clock). */
+const RETRY_LOOKBACK_SKEW_MS = 60_000;
+/** At most this many of a stream's latest events are searched for a batch stored already, a page at a time. */
+const RETRY_LOOKBACK_MAX = 1_000;
+const RETRY_LOOKBACK_PAGE = 32;
+
+/** The earliest time a batch can have been stored at, on the server's clock: its events' own time less the skew. */
+function earliestStoreTime(events: EventToAppend[]): number | undefined {
+  const times = events.map((e) => Date.parse(e.metadata.at));
+  if (times.some((t) => Number.isNaN(t))) return undefined;
+  return Math.min(...times) - RETRY_LOOKBACK_SKEW_MS;
+}
+
+const storedBefore = (e: EsdbRecorded, notBefore: number): boolean =>
+  !(e.created instanceof Date) || Number.isNaN(e.created.getTime()) || e.created.getTime() < notBefore;
 const READ_STREAMS_CONCURRENCY = 32;
 const COUNT_PAGE = 4096;
 
@@ -270,7 +285,8 @@ export class EsdbEventStore implements EventStore {
     const esdbExpected = toEsdbExpected(expected);
     const ids = events.map((e) => esdbEventId(e.metadata.eventId));
 
-    const stored = await this.findStored(streamId, ids, expected);
+    const notBefore = earliestStoreTime(events);
+    const stored = await this.findStored(streamId, ids, expected, notBefore);
     if (stored) return stored;
 
     const payload = events.map((e, i) =>
@@ -292,7 +308,7 @@ export class EsdbEventStore implements EventStore {
     } catch (err) {
       if (!isWrongExpectedVersion(err) && !(err instanceof AppendRefusedError)) throw err;
       // A retry whose events are stored already (its original got through, possibly at another revision).
-      const again = (await this.findStored(streamId, ids, expected)) ?? (await this.findStoredAtTail(streamId, ids));
+      const again = (await this.findStored(streamId, ids, expected, notBefore)) ?? (await this.findStoredAtTail(streamId, ids, notBefore));
       if (again) return again;
       const actual = err instanceof AppendRefusedError ? await this.currentRevision(streamId) : portActualRevision(err.actualVersion);
       throw new WrongExpectedRevisionError(streamId, expected, actual);
@@ -314,16 +330,37 @@ export class EsdbEventStore implements EventStore {
   }
 
   /** The stored events where this batch would have gone, if they are exactly this batch (by id). */
-  private async findStored(streamId: string, ids: string[], expected: ExpectedRevision): Promise<AppendResult | undefined> {
-    if (expected === 'any' || expected === 'exists') return this.findStoredAtTail(streamId, ids);
+  private async findStored(streamId: string, ids: string[], expected: ExpectedRevision, notBefore?: number): Promise<AppendResult | undefined> {
+    if (expected === 'any' || expected === 'exists') return this.findStoredAtTail(streamId, ids, notBefore);
     const from = expected === 'no_stream' ? 0n : expected + 1n;
     const found = await this.collectStream(streamId, { fromRevision: from === 0n ? ESDB_START : from, direction: FORWARDS, maxCount: ids.length });
     return this.matchBatch(found, ids);
   }
 
-  private async findStoredAtTail(streamId: string, ids: string[]): Promise<AppendResult | undefined> {
-    const found = await this.collectStream(streamId, { fromRevision: END, direction: BACKWARDS, maxCount: ids.length });
-    return this.matchBatch(found.reverse(), ids);
+  /**
+   * The batch among the stream's latest events. Not only the very last ones (review 17): a first try that was stored,
+   * its answer lost (UnavailableError, tried again since f0b88f5), may have been followed by other appends to the
+   * stream (an `any` stream is shared: a conversation's messages), and ESDB's own idempotency at `any` is an
+   * in-memory cache of event ids, lost with the leader a failover replaces. So the search goes back, page by page,
+   * through the events the server stored since `notBefore` (the batch's own time less a clock skew), at most
+   * RETRY_LOOKBACK_MAX of them; a stream quiet since then costs the one read it cost before.
+   */
+  private async findStoredAtTail(streamId: string, ids: string[], notBefore?: number): Promise<AppendResult | undefined> {
+    const newestFirst = await this.collectStream(streamId, { fromRevision: END, direction: BACKWARDS, maxCount: ids.length });
+    const exact = await this.matchBatch([...newestFirst].reverse(), ids);
+    if (exact || notBefore === undefined || newestFirst.length < ids.length) return exact;
+    const last = ids[ids.length - 1];
+    for (;;) {
+      const at = newestFirst.findIndex((r) => r.event?.id.toLowerCase() === last);
+      const oldest = newestFirst[newestFirst.length - 1]?.event;
+      const complete = at >= 0 && at + ids.length <= newestFirst.length;
+      if (complete || !oldest || oldest.revision === 0n) return at >= 0 ? this.matchBatch(newestFirst.slice(at, at + ids.length).reverse(), ids) : undefined;
+      // found with older members of its batch still unread: they were stored with it, read on
+      if (at < 0 && (storedBefore(oldest, notBefore) || newestFirst.length >= RETRY_LOOKBACK_MAX)) return undefined;
+      const page = await this.collectStream(streamId, { fromRevision: oldest.revision - 1n, direction: BACKWARDS, maxCount: RETRY_LOOKBACK_PAGE });
+      if (page.length === 0) return undefined;
+      newestFirst.push(...page);
+    }
   }
 
   private async matchBatch(found: EsdbResolved[], ids: string[]): Promise<AppendResult | undefined> {

@@ -225,7 +225,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];
     const allowed = routes.allowedFor(path);
-    if (allowed === undefined) return reply.status(404).send({ error: `no route for ${request.method} ${path}` });
+    // a route that takes this method and found nothing (a static file that does not exist) is a 404 too (review 17)
+    const takesIt = allowed?.methods.includes(request.method);
+    if (allowed === undefined || takesIt) return reply.status(404).send({ error: `no route for ${request.method} ${path}` });
     // a path that exists, asked with another method: 405 with the methods it takes, in the route's error shape
     const shape = withoutFields(allowed.errorShape);
     reply.header('allow', allowed.methods.join(', '));

@@ -19,13 +19,25 @@ const patternOf = (url: string): RegExp =>
 /** The methods a route takes (fastify's route options give one or a list). */
 export const methodsOf = (route: RouteOptions): string[] => (Array.isArray(route.method) ? route.method : [route.method]);
 
+/**
+ * The paths a route answers: a plugin's `/` under a prefix answers the prefix with and without its trailing slash
+ * (fastify's `prefixTrailingSlash: 'both'`), but the hook sees only the first (`/docs`, found in review 17: `POST
+ * /docs/` answered `Allow: HEAD`).
+ */
+function urlsOf(route: RouteOptions & { routePath?: string; prefix?: string }): string[] {
+  const both = route.routePath === '' && route.prefix && (route.prefixTrailingSlash ?? 'both') === 'both' && !route.url.endsWith('/');
+  return both ? [route.url, `${route.url}/`] : [route.url];
+}
+
 /** Collects the routes as they are registered; `allowedFor(path)` answers the methods of the path, if it is one. */
 export function collectRouteMethods(app: FastifyInstance): { allowedFor(path: string): { methods: string[]; errorShape?: ErrorShape } | undefined } {
   const paths = new Map<string, KnownPath>();
-  app.addHook('onRoute', (route: RouteOptions) => {
-    const known = paths.get(route.url) ?? { pattern: patternOf(route.url), methods: new Set<string>(), errorShape: route.config?.errorShape };
-    for (const method of methodsOf(route)) known.methods.add(method);
-    paths.set(route.url, known);
+  app.addHook('onRoute', (route) => {
+    for (const url of urlsOf(route)) {
+      const known = paths.get(url) ?? { pattern: patternOf(url), methods: new Set<string>(), errorShape: route.config?.errorShape };
+      for (const method of methodsOf(route)) known.methods.add(method);
+      paths.set(url, known);
+    }
   });
   return {
     allowedFor(path) {

@@ -34,4 +34,20 @@ describe('405 Method Not Allowed', () => {
     const deeper = await t.app.inject({ method: 'PUT', url: '/api/v1/webhook-endpoints/a/b/c/' });
     expect(deeper.statusCode).toBe(404);
   });
+
+  // review 17 (2026-11-28): a route that takes the method but finds nothing (the docs' static files) called the
+  // not-found handler, which answered 405 naming that very method; the docs page's `/docs/` was known as `/docs` only
+  it('a route that takes the method and finds nothing answers 404, not 405', async () => {
+    for (const method of ['GET', 'HEAD'] as const) {
+      const res = await t.app.inject({ method, url: '/docs/static/nothing-here.js' });
+      expect({ status: res.statusCode, allow: res.headers.allow }).toEqual({ status: 404, allow: undefined });
+    }
+  });
+
+  it('a prefixed page answers 405 with its methods with and without its trailing slash', async () => {
+    for (const url of ['/docs', '/docs/']) {
+      const res = await t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: '{}' });
+      expect({ status: res.statusCode, allow: res.headers.allow }).toEqual({ status: 405, allow: 'GET, HEAD' });
+    }
+  });
 });

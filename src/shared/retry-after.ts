@@ -4,8 +4,44 @@
  */
 export function retryAfterMs(value: string, now: Date): number | undefined {
   const v = value.trim();
-  const ms = /^[0-9]+$/.test(v) ? Number(v) * 1000 : /[a-z]/i.test(v) ? Date.parse(v) - now.getTime() : NaN;
+  const ms = /^[0-9]+$/.test(v) ? Number(v) * 1000 : httpDate(v, now) - now.getTime();
   return Number.isNaN(ms) ? undefined : Math.max(0, ms);
+}
+
+const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+// RFC 9110, 5.6.7: the IMF-fixdate, and the obsolete RFC 850 and asctime forms a recipient must also accept
+const IMF_FIXDATE = /^[a-z]{3}, (\d{2}) ([a-z]{3}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/i;
+const RFC850_DATE = /^[a-z]{6,9}, (\d{2})-([a-z]{3})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) GMT$/i;
+const ASCTIME_DATE = /^[a-z]{3} ([a-z]{3}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2}) (\d{4})$/i;
+
+/**
+ * An HTTP-date as epoch milliseconds, NaN when `v` is none. All three forms are GMT, asctime's too though it names no
+ * zone: Date.parse read that one (and any date without a zone) in the process's own time zone.
+ */
+function httpDate(v: string, now: Date): number {
+  let m: RegExpExecArray | null;
+  let parts: [year: number, month: string, day: string, h: string, mi: string, s: string];
+  if ((m = IMF_FIXDATE.exec(v))) parts = [Number(m[3]), m[2], m[1], m[4], m[5], m[6]];
+  else if ((m = RFC850_DATE.exec(v))) parts = [rfc850Year(Number(m[3]), now), m[2], m[1], m[4], m[5], m[6]];
+  else if ((m = ASCTIME_DATE.exec(v))) parts = [Number(m[6]), m[1], m[2], m[3], m[4], m[5]];
+  else return NaN;
+  const [year, mon, day, h, mi, s] = parts;
+  const month = MONTHS.indexOf(mon.toLowerCase());
+  const at = new Date(0);
+  at.setUTCFullYear(year, month, Number(day));
+  at.setUTCHours(Number(h), Number(mi), Number(s));
+  // a day or a time the calendar has not (30 Feb, 24:00:00) rolls over: not a date
+  const exact = month >= 0 && at.getUTCDate() === Number(day) && at.getUTCMonth() === month && at.getUTCHours() === Number(h)
+    && at.getUTCMinutes() === Number(mi) && at.getUTCSeconds() === Number(s);
+  return exact ? at.getTime() : NaN;
+}
+
+/** RFC 9110: a two-digit year more than 50 years in the future is the most recent past year with those digits. */
+function rfc850Year(yy: number, now: Date): number {
+  const current = now.getUTCFullYear();
+  let year = current - (current % 100) + yy;
+  if (year > current + 50) year -= 100;
+  return year;
 }
 
 /**

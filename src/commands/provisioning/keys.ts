@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { z } from 'zod';
 import { type ApiKeyRecord, listApiKeys } from '../../projections/apikeys/projection';
 import { companyExists, getCompanyUser } from '../../projections/business/queries';
 import type { Services } from '../../services';
 import { hashApiKey, keyIdFromHash } from '../../shared/api-key';
+import { parseIsoInstant } from '../../shared/iso-instant';
+import { isStorableInstant } from '../../shared/storable';
 import { DomainError } from '../decider';
 import { handleCommand } from '../handle';
 import { awaitReadModels, readModelsUpToDate } from './read-models';
@@ -39,9 +40,10 @@ export async function issueApiKey(services: Services, input: IssueKeyInput, ctx:
   if (!name) throw new DomainError('INVALID_KEY', 'a key needs a name');
   let expiresAt: string | null = null;
   if (input.expiresAt !== undefined) {
-    const t = Date.parse(input.expiresAt);
-    // Date.parse rolls an impossible day over (2099-02-30 is 2 March): the date must be one of the calendar
-    if (Number.isNaN(t) || !z.iso.date().safeParse(input.expiresAt.slice(0, 10)).success) throw new DomainError('INVALID_KEY', `--expires must be an ISO 8601 date-time, got ${JSON.stringify(input.expiresAt)}`);
+    // as the export reads an instant: a date or a date-time without a zone is UTC, never the process's own zone
+    const at = parseIsoInstant(input.expiresAt, { zone: 'utc-if-missing' });
+    if (at === undefined || !isStorableInstant(at)) throw new DomainError('INVALID_KEY', `--expires must be an ISO 8601 date-time, got ${JSON.stringify(input.expiresAt)}`);
+    const t = at.getTime();
     if (t <= services.now().getTime()) throw new DomainError('INVALID_KEY', `--expires ${input.expiresAt} is not in the future`);
     expiresAt = new Date(t).toISOString();
   }

@@ -113,7 +113,8 @@ export async function listBulkSends(
   }
   if (filters.createdBefore) {
     params.push(`${filters.createdBefore}T00:00:00Z`);
-    where.push(`b.created_at < $${params.length}::timestamptz + interval '1 day'`);
+    // 24 hours, not '1 day': Postgres adds a day in the session's TimeZone (25 h when it leaves summer time)
+    where.push(`b.created_at < $${params.length}::timestamptz + interval '24 hours'`);
   }
   const cond = where.join(' AND ');
   const count = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${S}.bulk_sends b WHERE ${cond}`, params);

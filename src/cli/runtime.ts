@@ -1,5 +1,6 @@
+import pino from 'pino';
 import { loadConfig } from '../config';
-import { startRuntime } from '../main';
+import { createLogger, startRuntime } from '../main';
 import type { Services } from '../services';
 import { exitOnStopSignals } from './one-shot-signals';
 
@@ -14,7 +15,8 @@ const FINISHED = 'the command had finished (its output is complete); only its st
  */
 export async function withCliRuntime<T>(fn: (services: Services) => Promise<T>, left: string = NOTHING_CHANGED): Promise<T> {
   const config = loadConfig({ LOG_LEVEL: 'warn', ...process.env });
-  const started = startRuntime(config, 'cli');
+  // a one-shot command's stdout is its result (an export's NDJSON, a key): its log lines go to stderr
+  const started = startRuntime(config, 'cli', { logger: createLogger(config, pino.destination({ dest: 2, sync: true })) });
   let stopped: Promise<void> | undefined;
   // a start that fails has stopped what it started; the signal's stop waits for the start's end either way
   const stop = () => (stopped ??= started.then((runtime) => runtime.stop(), () => undefined));

@@ -223,7 +223,7 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
       expect(ratelimitsStatus()).toMatchObject({ state: 'running' });
       expect(countOf(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'rm_ratelimits__next'`)).toBe(0);
       const again = cli(['projections', 'rebuild', 'ratelimits']);
-      // stdout too: a failure's only trace may be there (the process's logger writes to stdout)
+      // stdout and stderr both: a failure's only trace may be in either (the process's logger writes to stderr since 2026-11-28)
       expect({ status: again.status, stderr: again.stderr, stdout: again.stdout }).toEqual({ status: 0, stderr: '', stdout: expect.stringMatching(/^rebuilt ratelimits v1: /) });
       expect(again.stdout).toMatch(/^rebuilt ratelimits v1: /);
       expect(ratelimitsStatus()).toMatchObject({ state: 'running' });

@@ -19,7 +19,7 @@ export function registerSharedRefusalDocs(app: FastifyInstance, apiPrefix: strin
     const body = refusalBodyOf(route.config?.errorShape);
     if (methods.some((m) => TAKES_A_BODY.has(m))) {
       documentAnswer(answers, 413, body, 'the request body is larger than the route accepts');
-      documentAnswer(answers, 415, body, 'the request body is not JSON (Content-Type), or is compressed (Content-Encoding)');
+      documentAnswer(answers, 415, body, 'the request body is not JSON (Content-Type), is declared in a charset other than UTF-8, or is compressed (Content-Encoding)');
     }
     const write = methods.some((m) => m !== 'GET' && m !== 'HEAD');
     const unavailable = write

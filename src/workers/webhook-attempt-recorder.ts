@@ -1,10 +1,8 @@
-import type { Pool, PoolClient } from 'pg';
 import type { WebhookResponse } from '../adapters/webhooks/http-client';
 import { disableFailingEndpoint, type WebhookEndpointDeps } from '../commands/webhook-endpoint/handler';
 import { type AttemptRecord, type ClaimedDelivery, recordAttempts, setDeliveriesAside } from '../projections/webhooks/deliveries';
 import type { SendingEndpoint } from '../projections/webhooks/queries';
 import type { Services } from '../services';
-import { withTransaction } from '../shared/tx';
 import { FAILING_DISABLE_AFTER_MS, retryDelayAfterFailure } from './webhook-schedule';
 
 // The sender's answers, recorded (docs/webhooks.md, "Delivery"): a batch at a time, one batch after another, at once
@@ -67,43 +65,22 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
   let recording: Promise<void> | undefined;
   let linger: NodeJS.Timeout | undefined;
 
-  const record = async (answers: Answered[]) => {
+  /**
+   * Records a batch in one statement; then disables the endpoints that asked for it (410, or failing for too long).
+   * A failed answer decides its delivery only while the claim it was sent under is still the delivery's: a sender
+   * paused (SIGSTOP, a VM freeze) with its request at the endpoint, resumed after its lease, found the delivery
+   * another sender's, its request under way, and recording the failure made it due again at its retry (5 s), posted
+   * again beside that request (review 16b). The claim is judged inside the record's statement, on the rows it locks
+   * (recordAttempts), not by the clock (review 16f: a sender never paused, its answer written just after the lease's
+   * end by the linger, is still the claim's owner) nor by a check before the statement (a pause between the two let
+   * another claim in). Such a failure is logged all the same: the endpoint received that request. A success is
+   * recorded (the event arrived; no other post is needed).
+   */
+  const record = async (batch: Answered[]) => {
     const after = services.now();
-    // A failed answer written once its claim's lease is over (review 16b: the sender paused, SIGSTOP or a VM freeze,
-    // with its request at the endpoint, resumed later): the delivery may be another sender's by now, its request under
-    // way; recording the failure made it due again at its retry (5 s), posted again beside that request. Such a
-    // failure is recorded only while the claim it was sent under is still the delivery's (review 16f: judged by the
-    // clock alone, a sender never paused dropped a real failure answered just before the lease's end and written just
-    // after it, by the linger or a batch queued behind a slow one: the attempt missing from the log, the delivery
-    // posted again at once, off its schedule). Checked under the rows' locks, taken in delivery_id order as the
-    // record's own statement takes them; another sender's claim made since changed claimed_until. A success is
-    // recorded (the event arrived; no other post is needed).
-    const lapsed = answers.filter((a) => !a.ok && a.leaseUntil !== undefined && a.leaseUntil <= after.getTime());
-    if (lapsed.length === 0) return recordBatch(services.pool, answers, after);
-    const disable = await withTransaction(services.pool, async (tx) => {
-      const { rows } = await tx.query<{ delivery_id: string; claimed_until: Date | null }>(
-        'SELECT delivery_id, claimed_until FROM webhooks.deliveries WHERE delivery_id = ANY($1::uuid[]) ORDER BY delivery_id FOR UPDATE',
-        [[...new Set(answers.map((a) => a.d.delivery_id))]],
-      );
-      const claimedUntil = new Map(rows.map((r) => [r.delivery_id, r.claimed_until?.getTime()]));
-      const taken = new Set(lapsed.filter((a) => claimedUntil.get(a.d.delivery_id) !== a.leaseUntil));
-      if (taken.size > 0) {
-        services.logger.warn({ deliveries: [...taken].map((a) => a.d.delivery_id) },
-          'webhook attempts answered after their lease: not recorded (another sender has claimed the deliveries since)');
-      }
-      return writeBatch(tx, answers.filter((a) => !taken.has(a)), after);
-    });
-    await disableEndpoints(disable);
-  };
-
-  const recordBatch = async (db: Pool, batch: Answered[], after: Date) => disableEndpoints(await writeBatch(db, batch, after));
-
-  /** Writes a batch's attempts (one statement); returns the endpoints to disable (410, or failing for too long). */
-  const writeBatch = async (db: Pool | PoolClient, batch: Answered[], after: Date): Promise<Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }>> => {
-    if (batch.length === 0) return [];
     const disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }> = [];
     const endpoints = new Map(batch.map((a) => [a.ep.endpointId, a.ep]));
-    const rows = batch.map(({ d, ep, res, ok, sentAt, retryAfterMs, notSent }): AttemptRecord & { ok: boolean } => {
+    const rows = batch.map(({ d, ep, res, ok, sentAt, retryAfterMs, notSent, leaseUntil }): AttemptRecord & { ok: boolean } => {
       const outcome = ok ? 'success' : notSent ?? res.failure ?? 'http_error';
       services.metrics.webhookAttempts.labels(outcome).inc();
       services.metrics.webhookAttemptDuration.labels(outcome).observe(res.latencyMs / 1000);
@@ -115,17 +92,22 @@ export function createAttemptRecorder(services: Services, options: AttemptRecord
       return {
         deliveryId: d.delivery_id, endpointId: ep.endpointId, ok, attempts, status: ok ? 'succeeded' : nextAt ? 'pending' : 'failed', nextAt,
         attemptedAt: sentAt, statusCode: res.statusCode, latencyMs: res.latencyMs, error: ok ? null : res.error ?? answerError(res),
+        leaseUntil: leaseUntil === undefined ? null : new Date(leaseUntil),
       };
     });
     // each endpoint's failure streak: cleared by any success (only written when one runs), started by its first failure
     const okEndpoints = new Set(rows.filter((r) => r.ok).map((r) => r.endpointId));
     const recovered = [...okEndpoints].filter((id) => endpoints.get(id)!.failingSince !== null);
     const failing = [...new Set(rows.filter((r) => !r.ok).map((r) => r.endpointId))].filter((id) => !okEndpoints.has(id));
-    const { stale, failed } = await recordAttempts(db, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
+    const { stale, failed, taken } = await recordAttempts(services.pool, rows, { recovered, failing }, after, new Date(after.getTime() - FAILING_DISABLE_AFTER_MS));
+    if (taken.length > 0) {
+      services.logger.warn({ deliveries: taken },
+        'webhook attempts failed under a claim another sender has replaced since (this sender paused past its lease): logged, the deliveries left to that sender');
+    }
     // as recorded: an attempt that ended its schedule while a retry was asked leaves the delivery pending
     services.metrics.webhookDeliveriesFailed.inc(failed);
     for (const id of stale) disable.push({ endpoint: endpoints.get(id)!, reason: 'failing' });
-    return disable;
+    await disableEndpoints(disable);
   };
 
   const disableEndpoints = async (disable: Array<{ endpoint: SendingEndpoint; reason: 'gone' | 'failing' }>) => {

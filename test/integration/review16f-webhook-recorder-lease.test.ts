@@ -79,6 +79,8 @@ it('a failure written after its lease, the delivery claimed by another sender si
   recorder.add(failedAnswer(d, 'ep-reclaimed', new Date(leaseUntil.getTime() - 10_000), 9_990, leaseUntil));
   await recorder.flush();
   const row = await deliveryRow(d.delivery_id);
-  expect(row).toMatchObject({ status: 'pending', attempts: 0, logged: 0 });
+  // logged since 2026-11-28 (the endpoint received that request; docs/webhooks.md), the delivery left to the other claim
+  expect(row).toMatchObject({ status: 'pending', attempts: 0, logged: 1 });
   expect(row.claimed_until?.getTime()).toBe(otherLease.getTime());
+  expect(row.next_attempt_at.getTime()).toBe(otherLease.getTime());
 });

@@ -157,6 +157,11 @@ export interface AttemptRecord {
   latencyMs: number;
   error: string | null;
   nextAt: Date | null;
+  /**
+   * A failed attempt's claim (its lease, as stored in claimed_until): it decides the delivery only while that claim
+   * is still the delivery's. Omitted or null: recorded whatever the claim (a success, or a caller without one).
+   */
+  leaseUntil?: Date | null;
 }
 
 /**
@@ -167,6 +172,9 @@ export interface AttemptRecord {
  * ones start a streak at `at` unless one runs. Returns the failing endpoints whose streak began at or before
  * `staleBefore` (`stale`), and how many deliveries the round marked failed (`failed`: not those a retry asked
  * meanwhile made pending again, nor those dropped meanwhile).
+ * A failure sent under a claim replaced since (`leaseUntil` no longer the delivery's claimed_until: the sender paused
+ * past its lease, and another sender claimed the delivery, review 16b) is logged but leaves the delivery to that
+ * claim (`taken`; docs/webhooks.md, "Delivery", "A failed answer after another sender's claim").
  */
 export async function recordAttempts(
   db: Db,
@@ -174,19 +182,20 @@ export async function recordAttempts(
   streaks: { recovered: readonly string[]; failing: readonly string[] },
   at: Date,
   staleBefore: Date,
-): Promise<{ stale: string[]; failed: number }> {
-  const r = await db.query<{ endpoint_id: string | null; stale: boolean | null; failed: number | null }>({
+): Promise<{ stale: string[]; failed: number; taken: string[] }> {
+  const r = await db.query<{ endpoint_id: string | null; stale: boolean | null; failed: number | null; taken: string | null }>({
     name: 'webhooks_record_attempts',
     text: RECORD_ATTEMPTS_SQL,
     // the attempts as one JSON array: node-postgres escapes every element of an array parameter in JavaScript
     values: [JSON.stringify(rows.map((x) => ({
       delivery_id: x.deliveryId, endpoint_id: x.endpointId, attempted_at: x.attemptedAt, status_code: x.statusCode, latency_ms: x.latencyMs,
-      error: x.error, next_at: x.nextAt, status: x.status, attempts: x.attempts,
+      error: x.error, next_at: x.nextAt, status: x.status, attempts: x.attempts, lease_until: x.status === 'succeeded' ? null : x.leaseUntil ?? null,
     }))), at, streaks.recovered, streaks.failing, staleBefore],
   });
   return {
     stale: r.rows.filter((x) => x.stale).map((x) => x.endpoint_id!),
     failed: r.rows.find((x) => x.failed !== null)?.failed ?? 0,
+    taken: r.rows.filter((x) => x.taken !== null).map((x) => x.taken!),
   };
 }
 
@@ -196,22 +205,32 @@ export async function recordAttempts(
  */
 const RETRIED = `(d.retry_asked AND x.status <> 'succeeded')`;
 
+/**
+ * A failure whose claim was replaced since (see recordAttempts): another sender claimed the delivery, or claimed and
+ * recorded it (claimed_until cleared; succeeded, perhaps). Judged on the row as locked (FOR UPDATE returns its latest
+ * version), so no claim can come between the judgement and the write. Logged with the delivery due again at that
+ * lease's end (when another sender could take it), the delivery left alone.
+ */
+const TAKEN = `(x.lease_until IS NOT NULL AND x.status <> 'succeeded' AND k.delivery_id IS NOT NULL AND k.claimed_until IS DISTINCT FROM x.lease_until)`;
+
 const RECORD_ATTEMPTS_SQL = `WITH x AS (
     SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (delivery_id uuid, endpoint_id text, attempted_at timestamptz,
-      status_code int, latency_ms int, error text, next_at timestamptz, status text, attempts int)) WITH ORDINALITY
-      AS x(delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_at, status, attempts, ord)
+      status_code int, latency_ms int, error text, next_at timestamptz, status text, attempts int, lease_until timestamptz)) WITH ORDINALITY
+      AS x(delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_at, status, attempts, lease_until, ord)
   ), locked AS (
-    SELECT delivery_id FROM webhooks.deliveries WHERE delivery_id IN (SELECT delivery_id FROM x) AND status = 'pending' ORDER BY delivery_id FOR UPDATE
+    SELECT delivery_id, claimed_until FROM webhooks.deliveries WHERE delivery_id IN (SELECT delivery_id FROM x) ORDER BY delivery_id FOR UPDATE
+  ), judged AS (
+    SELECT x.*, ${TAKEN} AS taken FROM x LEFT JOIN locked k ON k.delivery_id = x.delivery_id
   ), logged AS (
     INSERT INTO webhooks.attempts (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_retry_at)
-    SELECT delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, next_at FROM x ORDER BY ord
+    SELECT delivery_id, endpoint_id, attempted_at, status_code, latency_ms, error, CASE WHEN taken THEN lease_until ELSE next_at END FROM judged ORDER BY ord
   ), delivered AS (
     UPDATE webhooks.deliveries d SET status = CASE WHEN ${RETRIED} THEN 'pending' ELSE x.status END,
            attempts = CASE WHEN ${RETRIED} AND x.status = 'failed' THEN 0 ELSE x.attempts END,
            next_attempt_at = CASE WHEN d.next_attempt_at IS NULL THEN NULL WHEN ${RETRIED} THEN $2::timestamptz ELSE x.next_at END,
            completed_at = CASE WHEN x.status = 'pending' OR ${RETRIED} THEN NULL ELSE $2::timestamptz END, retry_asked = false, claimed_until = NULL
-      FROM x, locked k
-     WHERE d.delivery_id = x.delivery_id AND k.delivery_id = d.delivery_id AND d.status = 'pending'
+      FROM judged x, locked k
+     WHERE d.delivery_id = x.delivery_id AND k.delivery_id = d.delivery_id AND d.status = 'pending' AND NOT x.taken
     RETURNING d.status
   ), recovered AS (
     INSERT INTO webhooks.endpoint_health (endpoint_id, failing_since) SELECT id, NULL FROM unnest($3::text[]) id
@@ -221,8 +240,9 @@ const RECORD_ATTEMPTS_SQL = `WITH x AS (
     ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = COALESCE(webhooks.endpoint_health.failing_since, EXCLUDED.failing_since)
     RETURNING endpoint_id, failing_since <= $5::timestamptz AS stale
   )
-  SELECT endpoint_id, stale, NULL::int AS failed FROM streaks
-  UNION ALL SELECT NULL, NULL, count(*)::int FROM delivered WHERE status = 'failed'`;
+  SELECT endpoint_id, stale, NULL::int AS failed, NULL::uuid AS taken FROM streaks
+  UNION ALL SELECT NULL, NULL, count(*)::int, NULL FROM delivered WHERE status = 'failed'
+  UNION ALL SELECT NULL, NULL, NULL, delivery_id FROM judged WHERE taken`;
 
 /** A claimed delivery and the end of its lease (its next_attempt_at while the claim holds). */
 export interface LeasedDelivery {

@@ -9,6 +9,8 @@ import { methodsOf } from './route-methods';
 
 const retryAfter: HeaderDocs = { 'retry-after': { type: 'integer', description: 'seconds to wait before sending the request again' } };
 const TAKES_A_BODY = new Set(['POST', 'PUT', 'PATCH']);
+const OUTCOME_UNKNOWN = 'the database became unavailable while the request ran, after it may have made changes: its outcome is unknown. '
+  + 'Send it again with the same Idempotency-Key where the route takes one (it takes effect at most once), else check its outcome before sending it again';
 
 export function registerSharedRefusalDocs(app: FastifyInstance, apiPrefix: string): void {
   app.addHook('onRoute', (route: RouteOptions) => {
@@ -26,5 +28,6 @@ export function registerSharedRefusalDocs(app: FastifyInstance, apiPrefix: strin
       ? 'the server is stopping (SHUTTING_DOWN: send the request again), the database is unavailable (DATABASE_UNAVAILABLE: nothing was done; send the request again after Retry-After), or the write was recorded but reads do not show it yet (READ_MODELS_BEHIND: read it again rather than repeating it)'
       : 'the server is stopping (SHUTTING_DOWN: send the request again), or the database is unavailable (DATABASE_UNAVAILABLE: send the request again after Retry-After)';
     documentAnswer(answers, 503, body, unavailable, retryAfter);
+    if (write) documentAnswer(answers, 500, body, OUTCOME_UNKNOWN);
   });
 }

@@ -10,7 +10,7 @@ describe('contacts in the OpenAPI document', () => {
       expect(Object.keys(lookup.responses)).toEqual(['200', '400', '401', '403', '429', '503']); // 429: the API key's rate limit; 503: a graceful stop
       expect(Object.keys(doc.paths['/api/v1/external/contacts/'].get.responses)).toEqual(['200', '400', '401', '409', '429', '503']);
       const upsert = doc.paths['/api/v1/external/contacts/upsert/'].post;
-      expect(Object.keys(upsert.responses)).toEqual(['200', '201', '400', '401', '409', '413', '415', '422', '429', '503']); // 409/422: Idempotency-Key; 413/415/503: shared refusals
+      expect(Object.keys(upsert.responses)).toEqual(['200', '201', '400', '401', '409', '413', '415', '422', '429', '500', '503']); // 409/422: Idempotency-Key; 413/415/500/503: shared refusals
       expect(Object.keys(upsert.requestBody.content['application/json'].schema.properties)).toEqual([
         'phone', 'contact_list_id', 'full_name', 'email', 'source', 'source_detail', 'profile_picture', 'custom_fields',
       ]);

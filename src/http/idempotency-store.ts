@@ -40,6 +40,14 @@ interface Row {
   body: string | null;
 }
 
+/**
+ * Whether a time another process wrote (with its own clock) has passed, for this statement: by the claiming process's
+ * clock ($5) and by Postgres's. A process whose clock runs ahead of the writer's can then not take over a lease (or a
+ * key's 24 h) before it ends: what the Postgres clock says bounds it, as long as the writer's clock is not behind
+ * Postgres's by more than the lease less its renewal period (10 s; docs/reliability.md, "Clocks of several processes").
+ */
+const LAPSED = (column: string) => `(${column} <= $5 AND ${column} <= now())`;
+
 export class IdempotencyStore {
   constructor(
     private readonly pool: Pool,
@@ -77,7 +85,7 @@ export class IdempotencyStore {
          ON CONFLICT (company_id, key) DO UPDATE
             SET fingerprint = EXCLUDED.fingerprint, state = 'in_flight', lease_until = EXCLUDED.lease_until,
                 status_code = NULL, content_type = NULL, body = NULL, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-          WHERE k.expires_at <= $5 OR (k.state = 'in_flight' AND k.lease_until <= $5 AND k.fingerprint = EXCLUDED.fingerprint)
+          WHERE ${LAPSED('k.expires_at')} OR (k.state = 'in_flight' AND ${LAPSED('k.lease_until')} AND k.fingerprint = EXCLUDED.fingerprint)
          RETURNING 1)
        SELECT true AS claimed, NULL::text AS state, NULL::text AS fingerprint, NULL::timestamptz AS lease_until,
               NULL::int AS status_code, NULL::text AS content_type, NULL::text AS body FROM claim
@@ -128,7 +136,7 @@ export class IdempotencyStore {
   async purgeExpired(now: Date, limit = 10_000): Promise<number> {
     const r = await this.pool.query(
       `DELETE FROM public.idempotency_keys WHERE ctid = ANY(ARRAY(
-         SELECT ctid FROM public.idempotency_keys WHERE expires_at <= $1 LIMIT $2))`,
+         SELECT ctid FROM public.idempotency_keys WHERE expires_at <= $1 AND expires_at <= now() LIMIT $2))`,
       [now, limit],
     );
     return r.rowCount ?? 0;

@@ -214,8 +214,13 @@ export class RateLimitCounter {
     }
     if (now - this.lastCleanup >= CLEANUP_EVERY_MS) {
       this.lastCleanup = now;
+      // over by both this process's clock and Postgres's: a process whose clock runs ahead by more than a window does not
+      // delete the windows the others still count in (docs/reliability.md, "Clocks of several processes")
       await this
-        .query('DELETE FROM public.rate_limit_windows WHERE expires_at < $1', [now - this.options.windowMs])
+        .query(
+          'DELETE FROM public.rate_limit_windows WHERE expires_at < $1 AND expires_at < (extract(epoch FROM now()) * 1000)::bigint - $2',
+          [now - this.options.windowMs, this.options.windowMs],
+        )
         .catch((err) => this.options.onError(err, 'deleting old rate-limit windows'));
     }
   }

@@ -57,7 +57,8 @@ export async function sweepBulkLeases(services: Services, options: SweepOptions 
     report.interrupted = interrupted.count;
     report.flushed = (await flushBatches(services, { ids: interrupted.batchIds }))
       + (await flushBatches(services, { olderThan: new Date(now.getTime() - (options.flushGraceMs ?? 30_000)) }));
-    report.leasesReleased = (await pool.query('DELETE FROM bulk_work.number_leases WHERE lease_until < $1', [now])).rowCount ?? 0;
+    // over by Postgres's clock too: a sweep whose clock runs ahead does not end a live lease (docs/reliability.md)
+    report.leasesReleased = (await pool.query('DELETE FROM bulk_work.number_leases WHERE lease_until < $1 AND lease_until < now()', [now])).rowCount ?? 0;
 
     const stale = new Date(now.getTime() - (options.staleMs ?? 120_000));
     const drafts = await pool.query<{ bulk_id: string }>(`SELECT bulk_id FROM bulk_work.jobs WHERE state = 'draft' AND created_at < $1`, [stale]);

@@ -4,7 +4,7 @@ import type { Pool, PoolClient } from 'pg';
 import { QUOTA_WINDOW_MS } from '../../projections/accounts/queries';
 import { withTransaction } from '../../shared/tx';
 import { deterministicUuid } from '../send/ids';
-import { BULK_RESERVATION_AFTER_LEASE_MS, BULK_RESERVES_BELOW, quotaLockKey } from '../send/quota-gate';
+import { BULK_RESERVATION_AFTER_LEASE_MS, BULK_RESERVES_BELOW, liveReservation, quotaLockKey } from '../send/quota-gate';
 import { outcomeUnknownRecipientsSql } from './work-unknown-outcomes';
 
 // ---------------------------------------------------------------- claims (pending → in_flight)
@@ -97,7 +97,7 @@ const WINDOW_UNION = `
   UNION ALL
   ${outcomeUnknownRecipientsSql('$number', '$since')}
   UNION ALL
-  SELECT recipient, NULL FROM public.send_quota_reservations WHERE number_id = $number AND expires_at > $now`;
+  SELECT recipient, NULL FROM public.send_quota_reservations WHERE number_id = $number AND ${liveReservation('expires_at', '$now')}`;
 
 /** Whether the number sent to `recipient` (an SQL expression) in the window, or a bulk has it in flight or may have sent it. */
 const sentOrClaimed = (recipient: string) => `(
@@ -107,7 +107,7 @@ const sentOrClaimed = (recipient: string) => `(
   OR EXISTS (SELECT 1 FROM (${outcomeUnknownRecipientsSql('$number', '$since')}) u WHERE u.recipient = ${recipient}))`;
 
 const IN_WINDOW = `(${sentOrClaimed('r.e164')}
-  OR EXISTS (SELECT 1 FROM public.send_quota_reservations s WHERE s.number_id = $number AND s.recipient = r.e164 AND s.expires_at > $now))`;
+  OR EXISTS (SELECT 1 FROM public.send_quota_reservations s WHERE s.number_id = $number AND s.recipient = r.e164 AND ${liveReservation('s.expires_at', '$now')}))`;
 
 /** The reservation of a bulk recipient (one id per row, so a retry's claim renews it and its outcome finds it). */
 export const bulkReservationId = (bulkId: string, idx: number): string => deterministicUuid('bulk-quota-reservation', `${bulkId}:${idx}`);
@@ -125,7 +125,7 @@ async function reserveClaimed(client: PoolClient, args: ClaimArgs & { numberId: 
        DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
          SELECT s.reservation_id FROM public.send_quota_reservations s
           WHERE s.number_id = $1 AND s.reservation_id <> ALL($4::uuid[])
-            AND (s.expires_at <= $3 OR EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
+            AND (NOT ${liveReservation('s.expires_at', '$3')} OR EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
                                                 WHERE q.number_id = $1 AND q.recipient = s.recipient
                                                   AND q.last_sent_at > s.expires_at - $6 * interval '1 millisecond'))
           FOR UPDATE SKIP LOCKED))
@@ -210,7 +210,7 @@ async function whenRoomMayFree(client: PoolClient, numberId: number, since: Date
     sql(
       `SELECT (SELECT min(u.t) FROM (${WINDOW_UNION}) u) AS t,
               (SELECT min(s.expires_at) FROM public.send_quota_reservations s
-                WHERE s.number_id = $number AND s.expires_at > $now AND NOT ${sentOrClaimed('s.recipient')}) AS reserved_until`,
+                WHERE s.number_id = $number AND ${liveReservation('s.expires_at', '$now')} AND NOT ${sentOrClaimed('s.recipient')}) AS reserved_until`,
       { number: 1, since: 2, now: 3 },
     ),
     [numberId, since, now],

@@ -4,11 +4,14 @@ import type { Pool } from 'pg';
 
 // ---------------------------------------------------------------- number leases (pacing of spaced tiers)
 
+// A lease written with its owner's clock is taken over once both the taker's clock and Postgres's have passed it: a
+// dispatcher whose clock runs ahead cannot take a live lease (docs/reliability.md, "Clocks of several processes").
+
 export async function acquireNumberLease(pool: Pool, numberId: number, owner: string, now: Date, leaseMs: number): Promise<boolean> {
   const r = await pool.query(
     `INSERT INTO bulk_work.number_leases (number_id, owner, lease_until) VALUES ($1, $2, $3)
      ON CONFLICT (number_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until
-      WHERE bulk_work.number_leases.owner = EXCLUDED.owner OR bulk_work.number_leases.lease_until < $4
+      WHERE bulk_work.number_leases.owner = EXCLUDED.owner OR (bulk_work.number_leases.lease_until < $4 AND bulk_work.number_leases.lease_until < now())
      RETURNING owner`,
     [numberId, owner, new Date(now.getTime() + leaseMs), now],
   );

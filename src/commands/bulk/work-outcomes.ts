@@ -211,15 +211,16 @@ export async function flushBatches(services: Services, filter: { bulkId?: string
 
 /**
  * Recipients whose in-flight lease ran out (their dispatcher died between marking them and recording the
- * provider's answer) are resolved as failed, "interrupted, outcome unknown": never sent again. Returns the
- * outcome batches written (append them with flushBatches).
+ * provider's answer) are resolved as failed, "interrupted, outcome unknown": never sent again. A lease has run out
+ * when both `now` and Postgres's clock have passed it (a sweep whose clock runs ahead does not interrupt a live
+ * dispatcher's recipients). Returns the outcome batches written (append them with flushBatches).
  */
 export async function resolveExpiredInFlight(pool: Pool, now: Date): Promise<{ count: number; batchIds: string[] }> {
   const r = await pool.query<{ id: string; n: number }>(
     `WITH u AS (
        UPDATE bulk_work.recipients
           SET state = 'failed', interrupted = true, error_code = $2, error_message = $3, outcome_at = $1, lease_until = NULL
-        WHERE state = 'in_flight' AND lease_until < $1
+        WHERE state = 'in_flight' AND lease_until < $1 AND lease_until < now()
        RETURNING bulk_id, chunk, idx)
      INSERT INTO bulk_work.outcome_batches (bulk_id, chunk, kind, idxs, created_at)
      SELECT bulk_id, chunk, 'failed', array_agg(idx ORDER BY idx), $1 FROM u GROUP BY bulk_id, chunk

@@ -46,16 +46,24 @@ const DEFAULT_CALL_MS = 10_000;
 /** after the provider's answer: the append and the read-your-writes wait (10 s at most), with a margin */
 const RECORDING_MS = 20_000;
 
+/**
+ * Whether a reservation (its expiry written with its own process's clock) still counts at `now` (the process's clock,
+ * a parameter): until both that clock and Postgres's have passed its expiry. A process whose clock runs ahead of the
+ * reserving one's then neither stops counting nor deletes a reservation early (docs/reliability.md, "Clocks of several
+ * processes"); a process whose clock is behind counts a reservation longer, which only refuses sooner.
+ */
+export const liveReservation = (expiresAt: string, now: string): string => `(${expiresAt} > ${now} OR ${expiresAt} > now())`;
+
 // bulk recipients whose outcome is unknown count as reserved (not in the read model) and put theirs in the window
 const GATE_SQL = `SELECT ${usedSql('$1', '$2', '$3', '$4')} AS used,
   (SELECT count(DISTINCT r.recipient)::int FROM (
-     SELECT recipient FROM public.send_quota_reservations WHERE number_id = $1 AND expires_at > $6
+     SELECT recipient FROM public.send_quota_reservations WHERE number_id = $1 AND ${liveReservation('expires_at', '$6')}
      UNION ALL SELECT recipient FROM (${outcomeUnknownRecipientsSql('$1', '$3')}) u) r
     WHERE NOT EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q
                        WHERE q.number_id = $1 AND q.recipient = r.recipient AND q.last_sent_at > $3)) AS reserved,
   (EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $1 AND q.recipient = $5 AND q.last_sent_at > $3)
    OR EXISTS (SELECT 1 FROM (${outcomeUnknownRecipientsSql('$1', '$3')}) u WHERE u.recipient = $5)) AS in_window,
-  EXISTS (SELECT 1 FROM public.send_quota_reservations r WHERE r.number_id = $1 AND r.recipient = $5 AND r.expires_at > $6) AS recipient_reserved`;
+  EXISTS (SELECT 1 FROM public.send_quota_reservations r WHERE r.number_id = $1 AND r.recipient = $5 AND ${liveReservation('r.expires_at', '$6')}) AS recipient_reserved`;
 
 interface GateRead {
   used: number;
@@ -199,7 +207,7 @@ export class SendQuotaGate {
       await tx.query(
         `WITH expired AS (
            DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
-             SELECT reservation_id FROM public.send_quota_reservations WHERE number_id = $2 AND expires_at <= $5 FOR UPDATE SKIP LOCKED))
+             SELECT reservation_id FROM public.send_quota_reservations WHERE number_id = $2 AND NOT ${liveReservation('expires_at', '$5')} FOR UPDATE SKIP LOCKED))
          INSERT INTO public.send_quota_reservations (reservation_id, number_id, recipient, expires_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (reservation_id) DO NOTHING`,
         [id, numberId, recipient, new Date(now.getTime() + this.reservationTtlMs), now],
@@ -241,7 +249,7 @@ export class SendQuotaGate {
 export async function purgeExpiredQuotaReservations(pool: Pool, now: Date, limit = 10_000): Promise<number> {
   const r = await pool.query(
     `DELETE FROM public.send_quota_reservations WHERE reservation_id IN (
-       SELECT reservation_id FROM public.send_quota_reservations WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+       SELECT reservation_id FROM public.send_quota_reservations WHERE NOT ${liveReservation('expires_at', '$1')} LIMIT $2 FOR UPDATE SKIP LOCKED)`,
     [now, limit],
   );
   return r.rowCount ?? 0;

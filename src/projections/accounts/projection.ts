@@ -258,6 +258,13 @@ async function refreshDoc(tx: PoolClient, companyId: number): Promise<void> {
 
 /** Minute buckets and recipient rows older than this (before the event's time) are pruned. */
 const PRUNE_AFTER = '25 hours';
+/**
+ * Where the pruning of a number's rows starts: 25 h before the send's time ($2), or before Postgres's when that is
+ * earlier. A send stamped by a process whose clock runs ahead pruned rows still in the 24-h window of the processes on
+ * time, which then admitted a recipient past the tier (found in review, 2026-11-28: docs/reliability.md, "Clocks of
+ * several processes"). A rebuild (events older than its clock) prunes as before.
+ */
+const PRUNE_BEFORE = `least($2::timestamptz, now()) - interval '${PRUNE_AFTER}'`;
 
 /**
  * Records that `numberId` sent to `recipient` at `at` (a send that counts against the number's daily quota of
@@ -294,8 +301,8 @@ export async function recordQuotaUse(tx: PoolClient, use: { numberId: number; re
   markChanging(ACCOUNTS_CHANGED_CHANNEL, bucket.rows[0].company_id ?? '*');
   if (bucket.rows[0].fresh) {
     // a new minute for this number: drop what no window can reach any more (relative to the event's time)
-    await tx.query(`DELETE FROM quota_minutes WHERE number_id = $1 AND minute < $2::timestamptz - interval '${PRUNE_AFTER}'`, [use.numberId, at]);
-    await tx.query(`DELETE FROM quota_recipients WHERE number_id = $1 AND last_sent_at < $2::timestamptz - interval '${PRUNE_AFTER}'`, [use.numberId, at]);
+    await tx.query(`DELETE FROM quota_minutes WHERE number_id = $1 AND minute < ${PRUNE_BEFORE}`, [use.numberId, at]);
+    await tx.query(`DELETE FROM quota_recipients WHERE number_id = $1 AND last_sent_at < ${PRUNE_BEFORE}`, [use.numberId, at]);
   }
 }
 
@@ -348,7 +355,7 @@ export async function recordQuotaUses(
   markChanging(ACCOUNTS_CHANGED_CHANNEL, row.company_id ?? '*');
   if (row.fresh_at) {
     // a new minute for this number: drop what no window can reach any more (relative to the event's time)
-    await tx.query(`DELETE FROM quota_minutes WHERE number_id = $1 AND minute < $2::timestamptz - interval '${PRUNE_AFTER}'`, [numberId, row.fresh_at]);
-    await tx.query(`DELETE FROM quota_recipients WHERE number_id = $1 AND last_sent_at < $2::timestamptz - interval '${PRUNE_AFTER}'`, [numberId, row.fresh_at]);
+    await tx.query(`DELETE FROM quota_minutes WHERE number_id = $1 AND minute < ${PRUNE_BEFORE}`, [numberId, row.fresh_at]);
+    await tx.query(`DELETE FROM quota_recipients WHERE number_id = $1 AND last_sent_at < ${PRUNE_BEFORE}`, [numberId, row.fresh_at]);
   }
 }

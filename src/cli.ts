@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Command } from 'commander';
 import { loadConfig } from './config';
 import { cliFailureText } from './cli/startup-errors';
+import { surviveClosedStderr } from './cli/stderr-gone';
 import { startRuntime } from './main';
 import { registerEventCommands } from './cli/events';
 import { registerProjectionCommands } from './cli/projections';
@@ -44,6 +45,7 @@ export function buildCli(): Command {
 export { loadConfig, startRuntime };
 
 if (require.main === module) {
+  surviveClosedStderr();
   buildCli()
     .parseAsync(process.argv)
     .catch((err: unknown) => {

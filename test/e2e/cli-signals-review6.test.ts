@@ -56,9 +56,14 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
 
   const env = (): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
 
+  /**
+   * A bound that ran out says so (`error`: spawnSync ETIMEDOUT): spawnSync closes its pipes and sends SIGTERM, so the
+   * command's output is lost whatever it writes; read as status and output alone, it was "exit 1, nothing printed"
+   * (the command's interruption line met a closed stderr: src/cli/stderr-gone.ts). Seen under load (14 on 2 cores).
+   */
   const cli = (args: string[]) => {
     const r = spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, env: env(), encoding: 'utf8', timeout: 120_000 });
-    return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr, ...(r.error ? { error: `${r.error.message} (signal ${r.signal})` } : {}) };
   };
 
   const start = (args: string[]) => (started = startCli(args, env(), { cwd: ROOT }));
@@ -224,7 +229,7 @@ d('one-shot commands: SIGTERM and SIGINT (built CLI, embedded default)', () => {
       expect(countOf(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'rm_ratelimits__next'`)).toBe(0);
       const again = cli(['projections', 'rebuild', 'ratelimits']);
       // stdout and stderr both: a failure's only trace may be in either (the process's logger writes to stderr since 2026-11-28)
-      expect({ status: again.status, stderr: again.stderr, stdout: again.stdout }).toEqual({ status: 0, stderr: '', stdout: expect.stringMatching(/^rebuilt ratelimits v1: /) });
+      expect({ status: again.status, stderr: again.stderr, stdout: again.stdout, error: again.error }).toEqual({ status: 0, stderr: '', stdout: expect.stringMatching(/^rebuilt ratelimits v1: /) });
       expect(again.stdout).toMatch(/^rebuilt ratelimits v1: /);
       expect(ratelimitsStatus()).toMatchObject({ state: 'running' });
       expect(countOf('SELECT count(*)::int AS n FROM rm_ratelimits.company_limits')).toBe(500);

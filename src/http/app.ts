@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyReply, LogController } from 'fastify';
@@ -21,6 +22,7 @@ import { hasUnstorableText, MAX_JSON_DEPTH, nestsDeeperThan, scanInTurns } from 
 import { isLargeBody, Turns } from '../shared/turns';
 
 const UNSTORABLE_MESSAGE = 'text must not contain NUL (\\u0000) characters or unpaired surrogates';
+const NOT_UTF8_MESSAGE = 'request body is not valid UTF-8';
 const TOO_DEEP_MESSAGE = `nested too deeply (at most ${MAX_JSON_DEPTH} levels of objects and lists)`;
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024; // 1 MiB; send-bulk raises its own limit
@@ -161,14 +163,19 @@ export function refuseWhileClosing(app: FastifyInstance): void {
  * empty one is no body, as an empty JSON body is.
  * `Content-Type: application/json` with an empty body (`curl -X POST -H 'Content-Type: application/json' ...`) is a
  * request without a body, as the same request without the header is: a route that takes none (a cancel, a rotation)
- * serves it, and one that needs a body answers its own 400. Any other body goes to fastify's own JSON parser.
+ * serves it, and one that needs a body answers its own 400. Any other body goes to fastify's own JSON parser once its
+ * bytes are UTF-8.
  */
 function acceptEmptyJsonBodies(app: FastifyInstance): void {
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') return done(null, undefined);
-    return json(request, body as string, done);
+  // Bytes, not text: decoded as text, bytes that are not UTF-8 became U+FFFD and were stored so (hostile-input review,
+  // 2026-11-28). JSON is UTF-8 (RFC 8259): such a body is refused whole, in the route's error shape.
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const bytes = body as Buffer;
+    if (bytes.length === 0) return done(null, undefined);
+    if (!isUtf8(bytes)) return done(new ApiError(400, NOT_UTF8_MESSAGE), undefined);
+    return json(request, bytes.toString('utf8'), done);
   });
   // Review 16f: `Content-Type: text/plain` with no bytes is no body either (`fetch(url, { method: 'POST', body: '' })`
   // sends it): served before 12bad68, then 415. One with bytes is refused unread, as any other type that is not JSON.

@@ -88,3 +88,19 @@ export function phoneMatchKeys(raw: string): string[] {
   const e164 = normalizePhone(raw);
   return e164 ? phoneVariants(e164) : [];
 }
+
+/** What the sends ask of a recipient (docs/sends.md): `+` and 6 to 15 digits, as the single send's route checks it. */
+const SEND_PHONE_FORMAT = /^\+\d{6,15}$/;
+export const SEND_PHONE_MESSAGE = 'Enter the phone number in international format: a leading + and digits only, no spaces.';
+export const COUNTRY_CODE_MESSAGE = 'Enter the phone number in international format: a leading + and the country code, which never starts with 0.';
+
+/**
+ * Why a send's recipient (`+` and digits) cannot be a number, or undefined: not in SEND_PHONE_FORMAT, or a country
+ * calling code starting with 0, which none does (E.164). Only that is refused beyond the format: whether the rest is
+ * a number in use is the provider's to say (a `+00…` is a `00` international prefix written after the `+`).
+ */
+export function sendPhoneProblem(phone: string): string | undefined {
+  if (!SEND_PHONE_FORMAT.test(phone)) return SEND_PHONE_MESSAGE;
+  if (phone[1] === '0') return COUNTRY_CODE_MESSAGE;
+  return undefined;
+}

@@ -2,7 +2,7 @@
 // before anything is stored: one bad recipient rejects the whole request, and the messages name it by its
 // index in the submitted list: `recipients[3].phone: ...`. Variables are checked with the single send's
 // components builder (the same rules and messages).
-import { normalizePhone } from '../../shared/phone';
+import { normalizePhone, sendPhoneProblem } from '../../shared/phone';
 import { nestsDeeperThan } from '../../shared/storable';
 import { buildComponents, type TemplateShape } from '../send/components';
 import { forEachInTurns, Turns } from '../../shared/turns';
@@ -16,9 +16,6 @@ export interface BulkRecipientInput {
 
 /** At most this many invalid recipients are described; a last message counts the others. */
 export const MAX_REPORTED_RECIPIENTS = 20;
-
-export const PHONE_FORMAT = /^\+\d{6,15}$/;
-export const PHONE_MESSAGE = 'Enter the phone number in international format: a leading + and digits only, no spaces.';
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -103,9 +100,12 @@ function checkRecipient(errors: Collector, r: unknown, i: number): BulkRecipient
   } else if (typeof phone !== 'string') {
     errors.add(i, `recipients[${i}].phone: Not a valid string.`);
     ok = false;
-  } else if (!PHONE_FORMAT.test(phone)) {
-    errors.add(i, `recipients[${i}].phone: ${PHONE_MESSAGE}`);
-    ok = false;
+  } else {
+    const problem = sendPhoneProblem(phone);
+    if (problem !== undefined) {
+      errors.add(i, `recipients[${i}].phone: ${problem}`);
+      ok = false;
+    }
   }
   if (!checkObjectField(errors, i, 'variables', r.variables)) ok = false;
   if (!checkObjectField(errors, i, 'button_variables', r.button_variables)) ok = false;

@@ -40,6 +40,9 @@ export const BUTTON_KEY = /^button_(0|[1-9]\d*)$/;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** The value sent under a name: own properties only, so a variable named `toString` or `constructor` left out is missing. */
+const sent = (values: Record<string, unknown>, name: string): unknown => (Object.hasOwn(values, name) ? values[name] : undefined);
+
 /** A URL button whose link has a `{{1}}` placeholder takes one dynamic suffix. */
 export const isDynamicUrlButton = (b: TemplateButton): boolean => b.type === 'URL' && typeof b.url === 'string' && /\{\{\s*1\s*\}\}/.test(b.url);
 
@@ -180,7 +183,7 @@ export function buildComponents(
     const out: TemplateParameter[] = [];
     const declared = template.variables.filter((v) => v.component === component).sort((a, b) => a.position - b.position);
     for (const v of declared) {
-      const value = variables[v.name];
+      const value = sent(variables, v.name);
       if (value === undefined || value === null) {
         if (v.isRequired) push(errors, 'variables', `Variable '${v.name}' is required.`);
         continue;
@@ -200,7 +203,7 @@ export function buildComponents(
 
   // BUTTON variables that describe no dynamic button: a value for them has nowhere to go.
   for (const v of template.variables) {
-    if (v.component === 'BUTTON' && !ownedNames.has(v.name) && variables[v.name] !== undefined) {
+    if (v.component === 'BUTTON' && !ownedNames.has(v.name) && sent(variables, v.name) !== undefined) {
       push(errors, 'variables', `Variable '${v.name}' belongs to no dynamic URL button of the template.`);
     }
   }
@@ -223,7 +226,7 @@ export function buildComponents(
     const key = `button_${index}`;
     if (isDynamicUrlButton(button)) {
       const owner = owners.get(index);
-      const raw = buttonVariables[key] ?? (owner ? variables[owner.name] : undefined);
+      const raw = sent(buttonVariables, key) ?? (owner ? sent(variables, owner.name) : undefined);
       if (raw === undefined || raw === null) {
         if (!owner || owner.isRequired) {
           push(errors, 'button_variables', `'${key}' is required: button ${index} is a URL button with a dynamic suffix.`);
@@ -244,8 +247,10 @@ export function buildComponents(
         return;
       }
       components.push({ type: 'button', sub_type: 'url', index: String(index), parameters: [{ type: 'text', text: b.value }] });
-    } else if (button.type === 'QUICK_REPLY' && buttonVariables[key] !== undefined && buttonVariables[key] !== null) {
-      const b = buttonValue(buttonVariables[key]);
+    } else if (button.type === 'QUICK_REPLY') {
+      const payload = sent(buttonVariables, key);
+      if (payload === undefined || payload === null) return;
+      const b = buttonValue(payload);
       if ('error' in b) {
         push(errors, 'button_variables', b.error === 'many' ? `'${key}': a quick reply takes 1 payload.` : `'${key}' must be a non-empty string.`);
         return;

@@ -6,7 +6,7 @@ import type { Services } from '../../services';
 import type { AppendResult, Position, StreamAppend } from '../../ports/event-store';
 import { type SendEvent, UNCLASSIFIED_SEND_FAILURE } from '../../events/sends';
 import { isProviderError, mayHaveReachedProvider, type ProviderError } from '../../ports/provider';
-import { normalizePhone } from '../../shared/phone';
+import { normalizePhone, sendPhoneProblem } from '../../shared/phone';
 import { againOnLostConnection } from '../../shared/retry';
 import { DomainError } from '../decider';
 import { baseMetadata, type CommandContext } from '../handle';
@@ -122,9 +122,12 @@ export function sendRequestOf(input: SendTemplateInput, valid: ValidSend, sendId
 
 export type ValidSend = Awaited<ReturnType<typeof validateSend>>;
 
-/** Validates a send against the catalog, the template's variables and the quota; throws SendRefusedError. */
+/** Validates a send's recipient, then against the catalog, the template's variables and the quota; throws SendRefusedError. */
 export async function validateSend(services: Services, input: SendTemplateInput) {
   const now = services.now();
+  // a field, so checked first (docs/sends.md, "Order of checks"); the route checked its format
+  const phoneProblem = sendPhoneProblem(input.recipientPhone);
+  if (phoneProblem !== undefined) throw new SendRefusedError('INVALID_FIELDS', phoneProblem, { recipient_phone: [phoneProblem] });
 
   const found = await sendCatalogOf(services).find(input.companyId, input.phoneNumberId, input.templateName, input.language);
   if (!found) throw new SendRefusedError('NUMBER_NOT_FOUND', `Phone number '${input.phoneNumberId}' not found for this business account.`);

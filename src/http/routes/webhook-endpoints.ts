@@ -45,9 +45,20 @@ const RECOVER_BATCH = 1_000;
 const idParams = z.object({ id: z.string() });
 const deliveryParams = z.object({ id: z.string(), delivery_id: z.string() });
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * A page number or size: decimal digits only, as on the bulk lists (`0x10`, `0b11`, `1e3`, ` 1`, `1.0`, `+1` are no
+ * numbers here), a safe integer from 1. Checked on the text, then converted: no transform, so the OpenAPI document
+ * keeps its integer with the default (as z.coerce.number documented it).
+ */
+const positiveInt = (name: string, fallback: number) => {
+  const message = `${name} must be a positive integer`;
+  const isPositiveInt = (v: string) => /^[0-9]+$/.test(v) && Number.isSafeInteger(Number(v)) && Number(v) >= 1;
+  return z.string({ error: message }).refine(isPositiveInt, message).pipe(z.coerce.number()).default(fallback)
+    .meta({ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
+};
 const pageQuery = z.object({
-  page: z.coerce.number({ error: 'page must be a positive integer' }).int('page must be a positive integer').min(1, 'page must be a positive integer').default(1),
-  page_size: z.coerce.number({ error: 'page_size must be a positive integer' }).int('page_size must be a positive integer').min(1, 'page_size must be a positive integer').default(20),
+  page: positiveInt('page', 1),
+  page_size: positiveInt('page_size', 20),
 });
 
 const ATTEMPT_ID = 'must be an attempt id (a positive integer)';

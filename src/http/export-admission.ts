@@ -2,13 +2,16 @@ import { ApiError } from './errors';
 
 // Admission control of the qualitative export (docs/export.md, "Concurrent exports"): a page holds a database
 // connection of the export pool for as long as its client reads, so pages beyond the pool's size are refused at
-// once (429) instead of queueing, and one API key cannot take every slot.
+// once (429) instead of queueing, one API key cannot take every slot, and a page whose client stops reading is
+// ended after a bound (EXPORT_MAX_STALL_MS).
 
 export interface ExportLimits {
   /** pages streaming at once in this process (the export pool's size) */
   maxConcurrent: number;
   /** pages streaming at once per API key */
   maxPerKey: number;
+  /** how long a page's client may read nothing before the page is ended (default EXPORT_MAX_STALL_MS) */
+  maxStallMs?: number;
 }
 
 /** A taken slot. `release` gives it back; calling it again does nothing. */
@@ -22,6 +25,13 @@ export type Admission = { admitted: true; slot: ExportSlot } | { admitted: false
 
 /** Seconds a refused client is told to wait (Retry-After). */
 export const EXPORT_RETRY_AFTER_S = 5;
+
+/**
+ * A page whose HTTP connection has moved no byte for this long (its client stopped reading: asleep, gone without a
+ * FIN, a stuck proxy) is ended: connection closed, transaction rolled back, slot and database connection given back.
+ * It replaces the server's 30 s connection timeout for the export's responses (docs/export.md, "Slow clients").
+ */
+export const EXPORT_MAX_STALL_MS = 10 * 60_000;
 
 export class ExportAdmission {
   private active = 0;

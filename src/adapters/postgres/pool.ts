@@ -34,7 +34,7 @@ const SERVER_SIDE_KEEPALIVE = '-c tcp_keepalives_idle=30 -c tcp_keepalives_inter
  * every other process waited for them: a number's quota lock (its sends and bulk claims), a bulk job's row, the
  * contact-id sequence's creation, the fan-out's and the sender's rows. The services' transactions idle only for their
  * JavaScript between two statements (milliseconds); an export page's transaction, idle while its HTTP client reads,
- * sets its own (10 min). The projection batches rely on it (src/workers/projection-batch-sql.ts).
+ * sets its own (15 min; docs/export.md, "Slow clients"). The projection batches rely on it (src/workers/projection-batch-sql.ts).
  */
 export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
 const IDLE_IN_TRANSACTION = `-c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_TIMEOUT_MS}`;

@@ -8,7 +8,7 @@ import { isStorableInstant } from '../../shared/storable';
 import { ExportCursorCodec, type CursorState, type ExportFilters } from '../../projections/conversations/export-cursor';
 import { CHANNEL_GROUPS, type ExportInclude, openMessageExport } from '../../projections/conversations/export';
 import { ApiError, throwUnlessOnlyMissing } from '../errors';
-import { EXPORT_RETRY_AFTER_S, ExportAdmission, tooManyExports } from '../export-admission';
+import { EXPORT_MAX_STALL_MS, EXPORT_RETRY_AFTER_S, ExportAdmission, tooManyExports } from '../export-admission';
 
 // GET /api/v1/qualitative-export/messages (spec: "Exported message record", export errors; docs/export.md).
 
@@ -196,6 +196,13 @@ export function registerExportRoutes(app: FastifyInstance, services: Services): 
       // destroys the page (a no-op once it ended), so the slot cannot outlive the request
       stream.once('close', slot.release);
       finished(reply.raw, () => stream.destroy());
+      // A pause of the client is the page's pause (backpressure): the server's connection timeout (30 s) would cut
+      // it, so the page has its own bound; past it the connection is closed, which ends the page as above.
+      const maxStallMs = admission.limits.maxStallMs ?? EXPORT_MAX_STALL_MS;
+      reply.raw.setTimeout(maxStallMs, () => {
+        request.log.warn({ maxStallMs }, 'export page ended: its client read nothing for the export bound');
+        reply.raw.destroy();
+      });
       reply.header('content-type', 'application/x-ndjson');
       reply.header('cache-control', 'no-store');
       return reply.send(stream as never); // streamed as is: the 200's schema documents it, never serializes it

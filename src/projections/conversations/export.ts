@@ -21,6 +21,13 @@ export { CHANNEL_GROUPS, type ExportDeps, type ExportInclude, type ExportLogger,
 export { MID_STREAM_ERROR } from './export-stream';
 
 /**
+ * The page's transaction waits for its HTTP client between FETCHes, so it may idle longer than the pools' 30 s: up to
+ * this. The route ends a page whose client read nothing for 10 min (EXPORT_MAX_STALL_MS) first; this is the backstop
+ * for a process frozen with a page open, and bounds how long a client may take to read one FETCH's rows.
+ */
+export const PAGE_IDLE_IN_TRANSACTION = '15min';
+
+/**
  * Opens a page of the export: the transaction, the snapshot bound, the cursor and the first batch are done
  * before anything is sent, so a failure up to there is an ordinary HTTP error. The returned stream owns the
  * database client: it releases it when the page ends, fails, or the stream is destroyed (client gone).
@@ -36,7 +43,7 @@ export async function openMessageExport(deps: ExportDeps, req: ExportRequest): P
   try {
     await client.query(
       `BEGIN READ ONLY; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO';
-       SET LOCAL idle_in_transaction_session_timeout = '10min'`,
+       SET LOCAL idle_in_transaction_session_timeout = '${PAGE_IDLE_IN_TRANSACTION}'`,
     );
     const hw =
       req.cursor?.hw ??

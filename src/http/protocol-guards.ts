@@ -86,7 +86,8 @@ export const refuseEncodedBodies: onRequestHookHandler = (request, _reply, done)
   if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
     return done(new ApiError(415, `Content-Encoding '${coding.slice(0, 100)}' is not supported: send the body uncompressed`));
   }
-  const charset = request.url.startsWith('/api/') ? charsetOf(request.headers['content-type']) : undefined;
+  // a GET's or a HEAD's body is never read (fastify parses none), so its charset is not judged (regression review 18)
+  const charset = request.url.startsWith('/api/') && !UNREAD_BODIES.has(request.method) ? charsetOf(request.headers['content-type']) : undefined;
   if (charset !== undefined && !UTF8.has(charset.toLowerCase())) {
     return done(new ApiError(415, `charset '${charset.slice(0, 100)}' is not supported: send the body as UTF-8`));
   }
@@ -94,6 +95,8 @@ export const refuseEncodedBodies: onRequestHookHandler = (request, _reply, done)
 };
 
 const UTF8 = new Set(['utf-8', 'utf8', 'us-ascii']);
+/** Methods whose body fastify does not read (its bodyless methods). */
+const UNREAD_BODIES = new Set(['GET', 'HEAD', 'TRACE']);
 
 /** The charset parameter of a Content-Type, unquoted; undefined when there is none. */
 function charsetOf(contentType: string | undefined): string | undefined {

@@ -208,8 +208,11 @@ export async function claimRecipientsWithQuota(pool: Pool, args: ClaimArgs & { n
 async function whenRoomMayFree(client: PoolClient, numberId: number, since: Date, now: Date): Promise<Date> {
   const r = await client.query<{ t: Date | null; reserved_until: Date | null }>(
     sql(
+      // a reservation counts until Postgres's clock has passed it too: by this process's clock, when that clock runs
+      // ahead, that is its expiry plus the lead (regression review 18: a resumeAt already past paused the bulk again
+      // and again until Postgres's clock passed the expiry)
       `SELECT (SELECT min(u.t) FROM (${WINDOW_UNION}) u) AS t,
-              (SELECT min(s.expires_at) FROM public.send_quota_reservations s
+              (SELECT min(s.expires_at) + greatest(interval '0', $now::timestamptz - now()) FROM public.send_quota_reservations s
                 WHERE s.number_id = $number AND ${liveReservation('s.expires_at', '$now')} AND NOT ${sentOrClaimed('s.recipient')}) AS reserved_until`,
       { number: 1, since: 2, now: 3 },
     ),

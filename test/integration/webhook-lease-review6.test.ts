@@ -168,7 +168,10 @@ it('(c) a retry of a delivery under a dead sender\'s lease is noted and waits fo
   expect(noted).toMatchObject({ status: 'pending', attempts: 0, retry_asked: true });
   expect(noted.next_attempt_at).toEqual(noted.claimed_until); // still that claim's: no sender may take it beside a live one
   expect(await claimElsewhere(bed.t.db.pool)).toEqual([]);
-  skew = LEASE_MS + 1_000; // the lease ended
+  // the lease ended, by every clock (a sender ahead of Postgres no longer ends another's lease: docs/reliability.md)
+  await bed.t.db.pool.query(
+    `UPDATE webhooks.deliveries SET next_attempt_at = next_attempt_at - interval '61 seconds', claimed_until = claimed_until - interval '61 seconds' WHERE delivery_id = $1`,
+    [deliveryId]);
   const sender = startWebhookSender(skewed(), { pollMs: 20 });
   try {
     await waitUntil(async () => (await row(deliveryId)).status === 'succeeded', 20_000, 'the delivery after the lease');

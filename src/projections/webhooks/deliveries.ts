@@ -65,9 +65,16 @@ export interface ClaimedDelivery {
   attempts: number;
 }
 
-/** The rows a claim takes, locked: the oldest due deliveries of enabled endpoints but those in $4, at most $2. */
+/**
+ * The rows a claim takes, locked: the oldest due deliveries of enabled endpoints but those in $4, at most $2. A claimed
+ * one (claimed_until set) is taken over only once its lease has ended by the claimer's clock and by Postgres's (a
+ * lease is written with another sender's clock: docs/reliability.md, "Clocks of several processes"); one never
+ * claimed, or recorded or given back since, is due by the claimer's clock alone. A row-level filter of rows the scan
+ * reads anyway: the plan and its blocks are unchanged.
+ */
 const DUE_FOR_CLAIM = `FROM webhooks.deliveries c
           WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
+            AND (c.claimed_until IS NULL OR (c.claimed_until <= $1 AND c.claimed_until <= now()))
             AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
           ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
 /** A claim's lease ($3), stored twice (see IN_FLIGHT); a retry asked before is the post this claim makes. */
@@ -393,12 +400,12 @@ export async function listDeliveryAttempts(
 }
 
 /**
- * A pending delivery in a sender's hands (posted, or waiting in its lane): its claim's lease is running and its due
- * time is still that lease, or none (set aside since: its endpoint disabled). Recorded or given back, its claim's
- * lease is cleared; never claimed, or by a version before, it has none. Made due now, a second sender would post it
- * beside the first request.
+ * A pending delivery in a sender's hands (posted, or waiting in its lane): its claim's lease is running (by the
+ * caller's clock or Postgres's: it ends when both have passed it) and its due time is still that lease, or none (set
+ * aside since: its endpoint disabled). Recorded or given back, its claim's lease is cleared; never claimed, or by a
+ * version before, it has none. Made due now, a second sender would post it beside the first request.
  */
-const IN_FLIGHT = `COALESCE(status = 'pending' AND claimed_until > $3::timestamptz AND (next_attempt_at = claimed_until OR next_attempt_at IS NULL), false)`;
+const IN_FLIGHT = `COALESCE(status = 'pending' AND (claimed_until > $3::timestamptz OR claimed_until > now()) AND (next_attempt_at = claimed_until OR next_attempt_at IS NULL), false)`;
 
 /**
  * Queues a delivery of the endpoint again, due now (a failed one starts a fresh schedule); set aside instead while
@@ -469,12 +476,12 @@ export async function setDeliveriesAside(db: Db, endpointId: string): Promise<vo
 
 /**
  * Makes the deliveries set aside while the endpoint was disabled due now (it was enabled again), but those still in a
- * sender's hands (their claim's attempt not recorded, its lease running): due at that lease again, so no claim takes
+ * sender's hands (their claim's attempt not recorded, its lease running by this clock or Postgres's): due at that lease again, so no claim takes
  * them beside their request in flight, and the record of its attempt decides what follows.
  */
 export async function resumeDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = CASE WHEN claimed_until > $2 THEN claimed_until ELSE $2 END
+    `UPDATE webhooks.deliveries SET next_attempt_at = CASE WHEN claimed_until > $2 OR claimed_until > now() THEN claimed_until ELSE $2 END
       WHERE ${pendingOfEndpointLocked('next_attempt_at IS NULL')}`,
     [endpointId, now],
   );

@@ -1,17 +1,11 @@
-import pino from 'pino';
 import { Client } from 'pg';
 import type { FastifyInstance } from 'fastify';
-import { InProcessTransport } from '../../src/adapters/in-process/transport';
-import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
-import { createPool } from '../../src/adapters/postgres/pool';
 import { seedFixture } from '../../src/commands/provisioning/seed';
-import { loadConfig } from '../../src/config';
-import { buildApp } from '../../src/http/app';
 import { IdempotencyStore, KEY_TTL_MS } from '../../src/http/idempotency-store';
-import { assembleServices } from '../../src/main';
 import { sealedBox } from '../../src/shared/sealed-box';
 import { SHOP, sendsFixture, waitUntil } from '../support/sends';
-import { createTestApp, TEST_ANON_SECRET, TEST_PEPPER } from '../support/services';
+import { createTestApp } from '../support/services';
+import { anotherServeProcess } from '../support/another-process';
 
 // Clocks of several processes (docs/reliability.md, 2026-11-28): an Idempotency-Key's claim is held by a lease written
 // with the claiming process's clock. A second process whose clock runs more than the lease (15 s) ahead took the claim
@@ -21,33 +15,8 @@ import { createTestApp, TEST_ANON_SECRET, TEST_PEPPER } from '../support/service
 const UPSERT = '/api/v1/external/contacts/upsert/';
 const AHEAD_MS = 20_000;
 
-/** Another `serve` process on the same database, with its own clock: its own pool, event store, runner and app. */
-async function otherProcess(url: string, now: () => Date) {
-  const pool = createPool(url, 10);
-  const exportPool = createPool(url, 2);
-  const transport = new InProcessTransport();
-  const config = loadConfig({
-    DATABASE_URL: url, ANONYMIZATION_SECRET: TEST_ANON_SECRET, API_KEY_PEPPER: TEST_PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-  });
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: TEST_ANON_SECRET, apiKeyPepper: TEST_PEPPER }, pool, exportPool,
-    store: new PostgresEventStore(pool), transport, logger: pino({ level: 'silent' }), now,
-  });
-  await services.runner.start();
-  const app = await buildApp(services);
-  await app.ready();
-  return {
-    app,
-    async close() {
-      await app.close();
-      await services.runner.stop();
-      await transport.close();
-      await services.store.close();
-      await exportPool.end();
-      await pool.end();
-    },
-  };
-}
+/** Another `serve` process on the same database, with its own clock. */
+const otherProcess = (url: string, now: () => Date) => anotherServeProcess(url, { now });
 
 jest.setTimeout(60_000);
 

@@ -1,19 +1,14 @@
 import pino from 'pino';
 import type { FastifyInstance } from 'fastify';
-import { InProcessTransport } from '../../src/adapters/in-process/transport';
-import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
-import { createPool } from '../../src/adapters/postgres/pool';
 import { acquireNumberLease } from '../../src/commands/bulk/work-number-leases';
 import { resolveExpiredInFlight } from '../../src/commands/bulk/work-outcomes';
 import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { purgeExpiredQuotaReservations, QuotaHolds, SendQuotaGate } from '../../src/commands/send/quota-gate';
-import { loadConfig } from '../../src/config';
-import { buildApp } from '../../src/http/app';
-import { assembleServices } from '../../src/main';
 import { uniqueRecipientsSent24h } from '../../src/projections/accounts/queries';
 import { SHOP, sendsFixture, waitUntil } from '../support/sends';
-import { createTestApp, TEST_ANON_SECRET, TEST_PEPPER } from '../support/services';
+import { createTestApp } from '../support/services';
+import { anotherServeProcess } from '../support/another-process';
 
 // Clocks of several processes (docs/reliability.md, 2026-11-28): the quota reservations of sends in flight, a bulk
 // number's pacing lease and a bulk recipient's in-flight lease are written with one process's clock and were judged
@@ -27,33 +22,8 @@ const SEND = '/api/v1/platform-templates/send/';
 const LIMIT = 50; // TIER_50
 const HOUR = 3_600_000;
 
-/** Another `serve` process on the same database, with its own clock: its own pool, event store, runner and app. */
-async function otherProcess(url: string, now: () => Date) {
-  const pool = createPool(url, 10);
-  const exportPool = createPool(url, 2);
-  const transport = new InProcessTransport();
-  const config = loadConfig({
-    DATABASE_URL: url, ANONYMIZATION_SECRET: TEST_ANON_SECRET, API_KEY_PEPPER: TEST_PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-  });
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: TEST_ANON_SECRET, apiKeyPepper: TEST_PEPPER }, pool, exportPool,
-    store: new PostgresEventStore(pool), transport, logger: pino({ level: 'silent' }), now,
-  });
-  await services.runner.start();
-  const app = await buildApp(services);
-  await app.ready();
-  return {
-    app,
-    async close() {
-      await app.close();
-      await services.runner.stop();
-      await transport.close();
-      await services.store.close();
-      await exportPool.end();
-      await pool.end();
-    },
-  };
-}
+/** Another `serve` process on the same database, with its own clock. */
+const otherProcess = (url: string, now: () => Date) => anotherServeProcess(url, { now });
 
 jest.setTimeout(180_000);
 

@@ -1,18 +1,13 @@
 import pino from 'pino';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { InProcessTransport } from '../../src/adapters/in-process/transport';
-import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
-import { createPool } from '../../src/adapters/postgres/pool';
 import { SandboxProvider } from '../../src/adapters/provider/sandbox';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { QuotaHolds, SendQuotaGate } from '../../src/commands/send/quota-gate';
-import { loadConfig } from '../../src/config';
-import { buildApp } from '../../src/http/app';
-import { assembleServices } from '../../src/main';
 import { uniqueRecipientsSent24h } from '../../src/projections/accounts/queries';
 import type { MessagingProvider, SendTemplateRequest, SendTemplateResult } from '../../src/ports/provider';
-import { createTestApp, TEST_ANON_SECRET, TEST_PEPPER } from '../support/services';
+import { createTestApp } from '../support/services';
 import { SHOP, sendsFixture } from '../support/sends';
+import { anotherServeProcess } from '../support/another-process';
 
 // Concurrent single sends near a number's daily quota (docs/sends.md, "Quota gate"): at most the remaining number of
 // new unique recipients are sent to, whatever the concurrency, within one process and across processes sharing the
@@ -92,33 +87,8 @@ function fixture() {
   return f;
 }
 
-/** Another `serve` process on the same database: its own pool, event store, runner, transport and app. */
-async function secondProcess(url: string, provider: MessagingProvider, now: () => Date) {
-  const pool = createPool(url, 20);
-  const exportPool = createPool(url, 2);
-  const transport = new InProcessTransport();
-  const config = loadConfig({
-    DATABASE_URL: url, ANONYMIZATION_SECRET: TEST_ANON_SECRET, API_KEY_PEPPER: TEST_PEPPER, SANDBOX_DELIVERY: 'off', LOG_LEVEL: 'silent',
-  });
-  const services = assembleServices({
-    config, secrets: { anonymizationSecret: TEST_ANON_SECRET, apiKeyPepper: TEST_PEPPER }, pool, exportPool,
-    store: new PostgresEventStore(pool), transport, logger: pino({ level: 'silent' }), now, provider,
-  });
-  await services.runner.start();
-  const app = await buildApp(services);
-  await app.ready();
-  return {
-    app,
-    async close() {
-      await app.close();
-      await services.runner.stop();
-      await transport.close();
-      await services.store.close();
-      await exportPool.end();
-      await pool.end();
-    },
-  };
-}
+/** Another `serve` process on the same database, with its own provider and clock. */
+const secondProcess = (url: string, provider: MessagingProvider, now: () => Date) => anotherServeProcess(url, { now, provider, poolSize: 20 });
 
 // Each test first sends to ~50 new recipients one after the other, each answered once the read models have it
 // (read-your-writes), and the log is read only below the cluster's oldest running transaction (test databases share

@@ -69,10 +69,11 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, id
     if (first.recorded) own = sendId;
   }
   const waitUntil = Date.now() + IN_FLIGHT_WAIT_MS;
+  const clock = repeatClock(services);
   for (let attempt = 0; attempt < MAX_ATTEMPTS; ) {
     const sendId = keyedSendId(input.companyId, key, attempt);
     const stored = await services.store.readStream(sendStreamId(sendId));
-    if (stored.length > 0 && isAttemptOfAnEarlierUse(services, stored[0])) {
+    if (stored.length > 0 && (await isAttemptOfAnEarlierUse(clock, stored[0]))) {
       attempt++;
       continue;
     }
@@ -82,7 +83,7 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, id
       if (made.recorded) own = sendId;
       answer = made;
     } else {
-      answer = await answerFrom(services, input, stored, fingerprint, sendId !== own);
+      answer = await answerFrom(services, clock, input, stored, fingerprint, sendId !== own);
     }
     switch (answer.kind) {
       case 'answer':
@@ -109,9 +110,41 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, id
 const requestedAtOf = (first: RecordedEvent): number =>
   first.type === 'TemplateSendRequested' ? Date.parse((first.data as { requestedAt: string }).requestedAt) : NaN;
 
-/** An attempt older than the key's 24 h belongs to an earlier use of the key. */
-const isAttemptOfAnEarlierUse = (services: Services, first: RecordedEvent): boolean =>
-  first.type === 'TemplateSendRequested' && isFromAnEarlierUse((first.data as { requestedAt: string }).requestedAt, services.now());
+/**
+ * The time a repeat judges another process's request by (its `requestedAt` is the writer's clock): this process's
+ * clock, and where that says the key's 24 h or a request's 600 s have passed, the earlier of it and Postgres's
+ * (docs/reliability.md, "Clocks of several processes"), so that a clock ahead of the writer's neither sends a second
+ * message nor records a live send interrupted. Postgres's clock is read at most once per request, and only for an
+ * unanswered or old request, never on the normal path (a first request, a replay within 24 h).
+ */
+interface RepeatClock {
+  own(): Date;
+  /** the earlier of this process's clock and Postgres's */
+  both(): Promise<Date>;
+}
+
+function repeatClock(services: Services): RepeatClock {
+  let postgresAheadMs: number | undefined; // Postgres's clock less this host's
+  return {
+    own: () => services.now(),
+    async both() {
+      if (postgresAheadMs === undefined) {
+        const { rows } = await services.pool.query<{ now: Date }>('SELECT now() AS now');
+        postgresAheadMs = rows[0].now.getTime() - Date.now();
+      }
+      const own = services.now();
+      const postgres = Date.now() + postgresAheadMs;
+      return postgres < own.getTime() ? new Date(postgres) : own;
+    },
+  };
+}
+
+/** An attempt older than the key's 24 h (by both clocks) belongs to an earlier use of the key. */
+const isAttemptOfAnEarlierUse = async (clock: RepeatClock, first: RecordedEvent): Promise<boolean> => {
+  if (first.type !== 'TemplateSendRequested') return false;
+  const { requestedAt } = first.data as { requestedAt: string };
+  return isFromAnEarlierUse(requestedAt, clock.own()) && isFromAnEarlierUse(requestedAt, await clock.both());
+};
 
 type Made = Answer & { recorded?: boolean };
 
@@ -147,6 +180,7 @@ async function recordAndSend(services: Services, input: SendTemplateInput, valid
 /** The answer an attempt's stream gives: its recorded outcome, or (no answer yet) unknown until the bound, then interrupted. */
 async function answerFrom(
   services: Services,
+  clock: RepeatClock,
   input: SendTemplateInput,
   stored: RecordedEvent[],
   fingerprint: string,
@@ -183,15 +217,20 @@ async function answerFrom(
       throw replayed(new SendRefusedError('PROVIDER_REFUSED', `The provider refused the message (${code}): ${message}`));
     }
     case 'requested': {
+      // by this process's clock alone: one ahead of the writer's answers 503 below a little early, never a second call
       const leftMs = inFlightMs(services) - (services.now().getTime() - requestedAtOf(stored[0]));
       if (leftMs > 0) return { kind: 'in-flight', leftMs };
       const sendId = state.request.sendId;
-      let decided: SendEvent[];
-      try {
-        decided = sendDecider.decide(
-          { type: 'ResolveUnansweredSend', data: { sendId, now: services.now().toISOString(), outcomeUnknownAfterMs: outcomeUnknownAfterMs(services) } },
+      const resolve = (now: Date) =>
+        sendDecider.decide(
+          { type: 'ResolveUnansweredSend', data: { sendId, now: now.toISOString(), outcomeUnknownAfterMs: outcomeUnknownAfterMs(services) } },
           state,
         );
+      let decided: SendEvent[];
+      try {
+        // recorded interrupted only when Postgres's clock agrees: a clock ahead of the writer's does not end a live send
+        decided = resolve(clock.own());
+        if (decided.length > 0) decided = resolve(await clock.both());
       } catch (err) {
         if (err instanceof DomainError && err.code === 'SEND_OUTCOME_UNKNOWN') {
           // the recipient stays held for the 24 h from the request (a reservation as long is normally there already:

@@ -90,7 +90,7 @@ export function phoneMatchKeys(raw: string): string[] {
 }
 
 /** What the sends ask of a recipient (docs/sends.md): `+` and 6 to 15 digits, as the single send's route checks it. */
-const SEND_PHONE_FORMAT = /^\+\d{6,15}$/;
+export const SEND_PHONE_FORMAT = /^\+\d{6,15}$/;
 export const SEND_PHONE_MESSAGE = 'Enter the phone number in international format: a leading + and digits only, no spaces.';
 export const COUNTRY_CODE_MESSAGE = 'Enter the phone number in international format: a leading + and the country code, which never starts with 0.';
 

@@ -11,6 +11,7 @@ import { findContactForRecipient } from '../../projections/sends/contacts';
 import { requireCompany } from '../auth';
 import { ApiError, fieldErrors, forbidden, notFound } from '../errors';
 import { keyInFlightError, keyReusedError, REPLAYED_HEADER } from '../idempotency';
+import { SEND_PHONE_FORMAT, SEND_PHONE_MESSAGE } from '../../shared/phone';
 
 const REQUIRED = 'This field is required.';
 const BLANK = 'This field may not be blank.';
@@ -39,7 +40,7 @@ export const sendBodySchema = z.object({
     .nullish()
     .transform((v) => v ?? 'es'),
   recipient_phone: requiredString().pipe(
-    z.string().regex(/^\+\d{6,15}$/, 'Enter the phone number in international format: a leading + and digits only, no spaces.'),
+    z.string().regex(SEND_PHONE_FORMAT, SEND_PHONE_MESSAGE),
   ),
   variables: objectField('variables'),
   button_variables: objectField('button_variables'),

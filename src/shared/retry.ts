@@ -1,8 +1,17 @@
+/**
+ * 55000 object_not_in_prerequisite_state is also a statement's error (`currval` before `nextval`): only the refusal of
+ * a database that does not allow connections now (ALTER DATABASE ... ALLOW_CONNECTIONS false, as an operator or a
+ * maintenance does) is one (it answered 500 "internal server error", logged as an unhandled error; a CI run saw it).
+ */
+const isDatabaseNotAcceptingConnections = (code: string, message: string): boolean =>
+  code === '55000' && /is not currently accepting connections/.test(message);
+
 /** Errors that mean "the database is momentarily unreachable", worth retrying (not a bug, not bad config). */
 export function isTransientDatabaseError(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | undefined;
   const code = e?.code ?? '';
   if (/^(08|57P)/.test(code) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '53300'].includes(code)) return true;
+  if (isDatabaseNotAcceptingConnections(code, e?.message ?? '')) return true;
   return /Connection terminated|terminating connection|not queryable|timeout exceeded when trying to connect/i.test(e?.message ?? '');
 }
 
@@ -43,9 +52,9 @@ const REFUSED_AT_CONNECT_SQLSTATES = new Set(['57P03', '53300', '08001', '08004'
  * (as pg and pg-pool report it, checked against real servers in test/api/review16c-pg-failures.test.ts):
  * `ECONNREFUSED` (nothing listens: a stopped server), `ENOTFOUND`/`EAI_AGAIN` (DNS), `ETIMEDOUT` of the `connect`
  * call, pg-pool's `timeout exceeded when trying to connect` (no pooled client free in time) and pg's `Connection
- * terminated due to connection timeout` (a new connection's), and the SQLSTATEs above. Not caught here, because pg
- * reports it with the same text as a connection lost under a statement: a server that accepts and closes at once
- * (`Connection terminated unexpectedly`); isLostConnection has it.
+ * terminated due to connection timeout` (a new connection's), the SQLSTATEs above and a database not accepting
+ * connections. Not caught here, because pg reports it with the same text as a connection lost under a statement: a
+ * server that accepts and closes at once (`Connection terminated unexpectedly`); isLostConnection has it.
  */
 export function isDatabaseUnreachable(err: unknown): boolean {
   const e = err as { code?: unknown; syscall?: unknown; message?: unknown } | null | undefined;
@@ -53,7 +62,9 @@ export function isDatabaseUnreachable(err: unknown): boolean {
   const code = typeof e.code === 'string' ? e.code : '';
   if (NOT_CONNECTED_CODES.has(code) || REFUSED_AT_CONNECT_SQLSTATES.has(code)) return true;
   if (code === 'ETIMEDOUT' && e.syscall === 'connect') return true;
-  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(typeof e.message === 'string' ? e.message : '');
+  const message = typeof e.message === 'string' ? e.message : '';
+  if (isDatabaseNotAcceptingConnections(code, message)) return true;
+  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(message);
 }
 
 /**

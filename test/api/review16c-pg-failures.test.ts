@@ -90,6 +90,28 @@ describe('review16c: how pg and pg-pool report an unavailable Postgres (real ser
     }
   });
 
+  it('a database that does not allow connections (ALTER DATABASE ... ALLOW_CONNECTIONS false): 55000 at connect, unreachable (and tried again); 55000 of a statement is neither', async () => {
+    const admin = new Client({ connectionString: process.env.TEST_DATABASE_URL });
+    await admin.connect();
+    const db = `r16c_${randomBytes(4).toString('hex')}`;
+    await admin.query(`CREATE DATABASE ${db}`);
+    try {
+      await admin.query(`ALTER DATABASE ${db} ALLOW_CONNECTIONS false`);
+      const url = new URL(process.env.TEST_DATABASE_URL!);
+      url.pathname = `/${db}`;
+      const err = await failureOf(new Pool({ connectionString: url.toString() }));
+      expect([err.code, err.message]).toEqual(['55000', `database "${db}" is not currently accepting connections`]);
+      expect(classes(err)).toEqual({ unreachable: true, lost: true, unavailable: true });
+      // the same SQLSTATE raised by a statement is the statement's error (a bug to see), not an outage
+      const currval = await admin.query('CREATE TEMP SEQUENCE r16c_seq').then(() => admin.query(`SELECT currval('r16c_seq')`)).then(() => undefined, (e) => e);
+      expect(currval.code).toBe('55000');
+      expect(classes(currval)).toEqual({ unreachable: false, lost: false, unavailable: false });
+    } finally {
+      await admin.query(`DROP DATABASE ${db}`);
+      await admin.end();
+    }
+  });
+
   it('a server that accepts and closes at once: "Connection terminated unexpectedly", the same words as a lost one', async () => {
     const closing = createServer((s) => s.destroy());
     await new Promise<void>((ok) => closing.listen(0, '127.0.0.1', ok));

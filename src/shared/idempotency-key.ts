@@ -17,6 +17,36 @@ export const IN_FLIGHT_POLL_MS = 200;
 export const isFromAnEarlierUse = (madeAt: string, now: Date): boolean => now.getTime() - Date.parse(madeAt) >= KEY_TTL_MS;
 
 /**
+ * The time a repeat judges what another process made under the key by (its `madeAt` is the writer's clock): this
+ * process's clock, and where that says the key's 24 h (or a keyed send's 600 s) have passed, the earlier of it and
+ * Postgres's (docs/reliability.md, "Clocks of several processes"), so that a clock ahead of the writer's neither
+ * makes a second message or bulk or endpoint nor ends a live request. Postgres's clock (`databaseNow`) is read at
+ * most once per repeat, and only for an old or unanswered request, never on the normal path.
+ */
+export interface RepeatClock {
+  own(): Date;
+  /** the earlier of this process's clock and Postgres's */
+  both(): Promise<Date>;
+}
+
+export function repeatClock(now: () => Date, databaseNow: () => Promise<Date>): RepeatClock {
+  let databaseAheadMs: number | undefined; // Postgres's clock less this host's
+  return {
+    own: now,
+    async both() {
+      if (databaseAheadMs === undefined) databaseAheadMs = (await databaseNow()).getTime() - Date.now();
+      const own = now();
+      const database = Date.now() + databaseAheadMs;
+      return database < own.getTime() ? new Date(database) : own;
+    },
+  };
+}
+
+/** isFromAnEarlierUse by both clocks of `clock` (Postgres's read only when this process's says so). */
+export const isFromAnEarlierUseByBoth = async (madeAt: string, clock: RepeatClock): Promise<boolean> =>
+  isFromAnEarlierUse(madeAt, clock.own()) && isFromAnEarlierUse(madeAt, await clock.both());
+
+/**
  * The seed of a keyed creation's deterministic id: the company, the key and the key's use (0 for its first 24 h,
  * then 1, 2, ... for each later use after it expired; a use starts at most once a day, so a key reused daily
  * reads one stream per earlier day).

@@ -16,7 +16,8 @@ const ASCTIME_DATE = /^[a-z]{3} ([a-z]{3}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2}) (\d
 // The Internet Message Format's own date-time (RFC 5322, 3.3), of which the IMF-fixdate is the fixed spelling, naming
 // its zone: a one-digit day, other spacing, UT/UTC, or a numeric offset (Python's email.utils.formatdate: -0000).
 // Date.parse honoured these before 281c74d (regression review 18): the zone is named, so no process zone is involved.
-const ZONED_DATE = /^(?:[a-z]{3},\s*)?(\d{1,2})\s+([a-z]{3})\s+(\d{4})\s+(\d{2}):(\d{2}):(\d{2})\s+(GMT|UTC?|[+-]\d{4})$/i;
+// The seconds are optional there, and a comment may follow the zone (`+0000 (UTC)`): read too (regression review 19).
+const ZONED_DATE = /^(?:[a-z]{3},\s*)?(\d{1,2})\s+([a-z]{3})\s+(\d{4})\s+(\d{2}):(\d{2})(?::(\d{2}))?\s+(GMT|UTC?|[+-]\d{4})(?:\s*\([^()]*\))?$/i;
 
 /**
  * An HTTP-date as epoch milliseconds, NaN when `v` is none. All three forms are GMT, asctime's too though it names no
@@ -43,7 +44,7 @@ function httpDate(v: string, now: Date): number {
 
 /** A ZONED_DATE match as epoch milliseconds: its GMT reading less its zone's offset (NaN: not a date, or no offset). */
 function zonedDate(m: RegExpExecArray): number {
-  const gmt = httpDate(`Mon, ${m[1].padStart(2, '0')} ${m[2]} ${m[3]} ${m[4]}:${m[5]}:${m[6]} GMT`, new Date(0));
+  const gmt = httpDate(`Mon, ${m[1].padStart(2, '0')} ${m[2]} ${m[3]} ${m[4]}:${m[5]}:${m[6] ?? '00'} GMT`, new Date(0));
   const zone = m[7];
   if (!/^[+-]/.test(zone)) return gmt;
   const hours = Number(zone.slice(1, 3));

@@ -3,15 +3,17 @@
  * a database that does not allow connections now (ALTER DATABASE ... ALLOW_CONNECTIONS false, as an operator or a
  * maintenance does) is one (it answered 500 "internal server error", logged as an unhandled error; a CI run saw it).
  */
-const isDatabaseNotAcceptingConnections = (code: string, message: string): boolean =>
-  code === '55000' && /is not currently accepting connections/.test(message);
+const isDatabaseNotAcceptingConnections = (code: string, message: string, routine?: unknown): boolean =>
+  code === '55000' && (routine === 'CheckMyDatabase' || /is not currently accepting connections/.test(message));
+// The text is in the server's lc_messages (Spanish, German...: the refusal was a 500 again, regression review 19); the
+// routine that raised it (the ErrorResponse's R field, never translated) is CheckMyDatabase, at connect only.
 
 /** Errors that mean "the database is momentarily unreachable", worth retrying (not a bug, not bad config). */
 export function isTransientDatabaseError(err: unknown): boolean {
-  const e = err as { code?: string; message?: string } | undefined;
+  const e = err as { code?: string; message?: string; routine?: unknown } | undefined;
   const code = e?.code ?? '';
   if (/^(08|57P)/.test(code) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '53300'].includes(code)) return true;
-  if (isDatabaseNotAcceptingConnections(code, e?.message ?? '')) return true;
+  if (isDatabaseNotAcceptingConnections(code, e?.message ?? '', e?.routine)) return true;
   return /Connection terminated|terminating connection|not queryable|timeout exceeded when trying to connect/i.test(e?.message ?? '');
 }
 
@@ -57,13 +59,13 @@ const REFUSED_AT_CONNECT_SQLSTATES = new Set(['57P03', '53300', '08001', '08004'
  * server that accepts and closes at once (`Connection terminated unexpectedly`); isLostConnection has it.
  */
 export function isDatabaseUnreachable(err: unknown): boolean {
-  const e = err as { code?: unknown; syscall?: unknown; message?: unknown } | null | undefined;
+  const e = err as { code?: unknown; syscall?: unknown; message?: unknown; routine?: unknown } | null | undefined;
   if (e === null || typeof e !== 'object') return false;
   const code = typeof e.code === 'string' ? e.code : '';
   if (NOT_CONNECTED_CODES.has(code) || REFUSED_AT_CONNECT_SQLSTATES.has(code)) return true;
   if (code === 'ETIMEDOUT' && e.syscall === 'connect') return true;
   const message = typeof e.message === 'string' ? e.message : '';
-  if (isDatabaseNotAcceptingConnections(code, message)) return true;
+  if (isDatabaseNotAcceptingConnections(code, message, e.routine)) return true;
   return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(message);
 }
 

@@ -23,7 +23,8 @@ import {
 } from '../../projections/accounts/queries';
 import type { Services } from '../../services';
 import { ReadModelTimeoutError } from '../../ports/read-models';
-import { isFromAnEarlierUse, keyedIdSeed } from '../../shared/idempotency-key';
+import { isFromAnEarlierUseByBoth, keyedIdSeed, repeatClock } from '../../shared/idempotency-key';
+import { databaseNow } from '../../shared/database-now';
 import { phoneVariants } from '../../shared/phone';
 import { againOnLostConnection, isLostConnection } from '../../shared/retry';
 import { DomainError } from '../decider';
@@ -102,11 +103,14 @@ export const keyedBulkId = (companyId: number, key: string, use = 0): string => 
  * use of the key (expired since): this request is a new one, under the next use.
  */
 async function keyedCreation(services: Services, companyId: number, key: string, now: Date): Promise<{ bulkId: string; created?: RecordedEvent }> {
+  // by both clocks: a repeat on a process ahead of the writer's must not take the bulk for an earlier use's (a
+  // second bulk, every recipient messaged twice: regression review 19)
+  const clock = repeatClock(() => now, () => databaseNow(services.pool));
   for (let use = 0; ; use++) {
     const bulkId = keyedBulkId(companyId, key, use);
     const created = (await services.store.readStream(bulkStreamId(bulkId))).find((e) => e.type === 'BulkSendCreated');
     if (!created) return { bulkId };
-    if (!isFromAnEarlierUse((created.data as BulkEventData<'BulkSendCreated'>).createdAt, now)) return { bulkId, created };
+    if (!(await isFromAnEarlierUseByBoth((created.data as BulkEventData<'BulkSendCreated'>).createdAt, clock))) return { bulkId, created };
   }
 }
 

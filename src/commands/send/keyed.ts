@@ -10,7 +10,8 @@ import type { Services } from '../../services';
 import type { RecordedEvent } from '../../ports/event-store';
 import { WrongExpectedRevisionError } from '../../ports/event-store';
 import type { SendEvent } from '../../events/sends';
-import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, isFromAnEarlierUse, LEASE_MS } from '../../shared/idempotency-key';
+import { IN_FLIGHT_POLL_MS, IN_FLIGHT_WAIT_MS, isFromAnEarlierUseByBoth, LEASE_MS, repeatClock, type RepeatClock } from '../../shared/idempotency-key';
+import { databaseNow } from '../../shared/database-now';
 import { canonicalJson } from '../../shared/canonical-json';
 import { Wakeups } from '../../shared/wakeups';
 import { DomainError, fold } from '../decider';
@@ -69,7 +70,7 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, id
     if (first.recorded) own = sendId;
   }
   const waitUntil = Date.now() + IN_FLIGHT_WAIT_MS;
-  const clock = repeatClock(services);
+  const clock = repeatClock(services.now, () => databaseNow(services.pool));
   for (let attempt = 0; attempt < MAX_ATTEMPTS; ) {
     const sendId = keyedSendId(input.companyId, key, attempt);
     const stored = await services.store.readStream(sendStreamId(sendId));
@@ -110,40 +111,10 @@ export async function sendKeyed(services: Services, input: SendTemplateInput, id
 const requestedAtOf = (first: RecordedEvent): number =>
   first.type === 'TemplateSendRequested' ? Date.parse((first.data as { requestedAt: string }).requestedAt) : NaN;
 
-/**
- * The time a repeat judges another process's request by (its `requestedAt` is the writer's clock): this process's
- * clock, and where that says the key's 24 h or a request's 600 s have passed, the earlier of it and Postgres's
- * (docs/reliability.md, "Clocks of several processes"), so that a clock ahead of the writer's neither sends a second
- * message nor records a live send interrupted. Postgres's clock is read at most once per request, and only for an
- * unanswered or old request, never on the normal path (a first request, a replay within 24 h).
- */
-interface RepeatClock {
-  own(): Date;
-  /** the earlier of this process's clock and Postgres's */
-  both(): Promise<Date>;
-}
-
-function repeatClock(services: Services): RepeatClock {
-  let postgresAheadMs: number | undefined; // Postgres's clock less this host's
-  return {
-    own: () => services.now(),
-    async both() {
-      if (postgresAheadMs === undefined) {
-        const { rows } = await services.pool.query<{ now: Date }>('SELECT now() AS now');
-        postgresAheadMs = rows[0].now.getTime() - Date.now();
-      }
-      const own = services.now();
-      const postgres = Date.now() + postgresAheadMs;
-      return postgres < own.getTime() ? new Date(postgres) : own;
-    },
-  };
-}
-
 /** An attempt older than the key's 24 h (by both clocks) belongs to an earlier use of the key. */
 const isAttemptOfAnEarlierUse = async (clock: RepeatClock, first: RecordedEvent): Promise<boolean> => {
   if (first.type !== 'TemplateSendRequested') return false;
-  const { requestedAt } = first.data as { requestedAt: string };
-  return isFromAnEarlierUse(requestedAt, clock.own()) && isFromAnEarlierUse(requestedAt, await clock.both());
+  return isFromAnEarlierUseByBoth((first.data as { requestedAt: string }).requestedAt, clock);
 };
 
 type Made = Answer & { recorded?: boolean };

@@ -6,7 +6,8 @@ import { DomainError } from '../decider';
 import { executeCommand, type ReadModelWaiter } from '../handle';
 import { deterministicUuid } from '../send/ids';
 import { type Command, PREVIOUS_SECRET_GRACE_MS, webhookEndpointDecider, webhookEndpointStream } from './decider';
-import { isFromAnEarlierUse, KEY_TTL_MS, keyedIdSeed } from '../../shared/idempotency-key';
+import { isFromAnEarlierUseByBoth, keyedIdSeed, repeatClock } from '../../shared/idempotency-key';
+import { databaseNow } from '../../shared/database-now';
 import { generateWebhookSecret, type SecretBox, secretBox } from './secrets';
 import { countWebhookEndpoints } from '../../projections/webhooks/queries';
 import type { Services } from '../../services';
@@ -17,6 +18,8 @@ export interface WebhookEndpointDeps {
   waiter: ReadModelWaiter;
   box: SecretBox;
   now: () => Date;
+  /** Postgres's clock, which a keyed creation's repeat also judges the key's 24 h by (repeatClock) */
+  databaseNow: () => Promise<Date>;
   /**
    * Runs a creation of the company's endpoints given how many it has (read model), in the company's turn: one
    * creation of a company at a time, across processes, so each counts what the ones before it made.
@@ -28,6 +31,7 @@ export interface WebhookEndpointDeps {
 /** The dependencies as the service wires them (the routes and the sender). */
 export const webhookEndpointDepsOf = (services: Services): WebhookEndpointDeps => ({
   store: services.store, waiter: services.runner, box: secretBox(services.secrets.apiKeyPepper), now: services.now,
+  databaseNow: () => databaseNow(services.pool),
   creationTurn: creationTurns(services.pool),
   maxEndpointsPerCompany: services.config.webhooks.maxEndpointsPerCompany,
 });
@@ -106,6 +110,8 @@ export async function createWebhookEndpoint(
   const sealedSecret = deps.box.seal(secret);
   return deps.creationTurn(who.companyId, async (endpointsOfCompany) => {
     const limit = { endpointsOfCompany, maxEndpoints: deps.maxEndpointsPerCompany };
+    // by both clocks: a repeat on a process ahead of the writer's registers no second endpoint (regression review 19)
+    const clock = repeatClock(deps.now, deps.databaseNow);
     for (let use = 0; ; use++) {
       const endpointId = idempotencyKey === undefined ? randomUUID() : keyedEndpointId(who.companyId, idempotencyKey, use);
       const command: Command = { type: 'CreateEndpoint', endpointId, companyId: who.companyId, ...input, secret: sealedSecret, now: deps.now(), ...limit };
@@ -113,7 +119,7 @@ export async function createWebhookEndpoint(
       if (result.events.length > 0) return { endpointId, secret };
       const stored = await deps.store.readStream(webhookEndpointStream(endpointId));
       const created = stored.find((e) => e.type === 'WebhookEndpointCreated')?.data as { createdAt: string } | undefined;
-      if (created && isFromAnEarlierUse(created.createdAt, deps.now())) continue;
+      if (created && (await isFromAnEarlierUseByBoth(created.createdAt, clock))) continue;
       const sealed = stored.filter((e) => e.type === 'WebhookEndpointCreated' || e.type === 'WebhookEndpointSecretRotated').at(-1)?.data as { secret: string };
       await deps.waiter.waitForEvents(stored.at(-1)!.position, stored.map((e) => e.type));
       return { endpointId, secret: deps.box.open(sealed.secret) };
@@ -162,7 +168,9 @@ async function rotateKeyed(deps: WebhookEndpointDeps, who: Actor, endpointId: st
     const { secret, previousSecretValidUntil } = last.data as { secret: string; previousSecretValidUntil: string };
     const rotatedAt = Date.parse(previousSecretValidUntil) - PREVIOUS_SECRET_GRACE_MS;
     const itsSecret = keyed(rotations.length - 1);
-    if (deps.box.open(secret) === itsSecret && deps.now().getTime() - rotatedAt < KEY_TTL_MS) {
+    // by both clocks, as a creation's repeat (regression review 19): a repeat ahead of the writer rotates no second time
+    const ofThisUse = async () => !(await isFromAnEarlierUseByBoth(new Date(rotatedAt).toISOString(), repeatClock(deps.now, deps.databaseNow)));
+    if (deps.box.open(secret) === itsSecret && (await ofThisUse())) {
       await deps.waiter.waitForEvents(last.position, [last.type]);
       return itsSecret;
     }

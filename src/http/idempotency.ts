@@ -232,11 +232,15 @@ export function registerIdempotency(app: FastifyInstance, services: Services): v
     documentAnswers((schema.response ??= {}));
   });
 
+  let closing = false;
   const purge = setInterval(() => {
-    store.purgeExpired(services.now()).catch((err) => app.log.warn({ err }, 'idempotency key purge failed'));
+    store.purgeAllExpired(services.now(), { stopping: () => closing }).catch((err) => app.log.warn({ err }, 'idempotency key purge failed'));
   }, PURGE_EVERY_MS);
   purge.unref();
-  app.addHook('onClose', async () => clearInterval(purge));
+  app.addHook('onClose', async () => {
+    closing = true;
+    clearInterval(purge);
+  });
 }
 
 /**

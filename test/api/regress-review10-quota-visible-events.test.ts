@@ -6,8 +6,7 @@ import { checksumProjection, rebuildProjection } from '../../src/projections/reb
 import { START as LOG_START } from '../../src/ports/event-store';
 import { ProviderError } from '../../src/ports/provider';
 import { BulkDispatcher } from '../../src/workers/bulk-dispatcher';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
-import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, waitForBulk } from '../support/bulk';
+import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, sweepBulkLeasesNow, waitForBulk } from '../support/bulk';
 import { chunksOf, fillProjection } from '../support/projections';
 import { createTestApp } from '../support/services';
 
@@ -96,7 +95,7 @@ describe('review 10: outcome-unknown bulk recipients are in the quota the API sh
     d.kill();
     provider.hold = undefined;
     clock.advance(LEASE + 5 * 60_000);
-    expect(await sweepBulkLeases(t.services, { flushGraceMs: 0 })).toMatchObject({ interrupted: 1 });
+    expect(await sweepBulkLeasesNow(t.services, { flushGraceMs: 0 })).toMatchObject({ interrupted: 1 });
     expect(await settledQuotaOf(BULK_CO.quota.id, 1)).toMatchObject({ uniqueNumbersSent24h: 1, remaining: 49 });
   });
 

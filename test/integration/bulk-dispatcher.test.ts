@@ -6,10 +6,10 @@ import { seedFixture } from '../../src/commands/provisioning/seed';
 import { ProviderError } from '../../src/ports/provider';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { BulkDispatcher, type BulkDispatcherOptions } from '../../src/workers/bulk-dispatcher';
-import { startBulkLeaseCron, sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
+import { startBulkLeaseCron } from '../../src/workers/bulk-lease-cron';
 import { createDeliveryBatchHandler, createDeliveryHandler, startDeliveryConsumer } from '../../src/workers/delivery-consumer';
 import {
-  BULK_CO, bulkFixture, countersFromRows, FakeClock, outcomeCounts, phones, RecordingProvider, sandbox, storedCounters, waitForBulk,
+  BULK_CO, bulkFixture, countersFromRows, FakeClock, outcomeCounts, phones, RecordingProvider, sandbox, storedCounters, sweepBulkLeasesNow, waitForBulk,
 } from '../support/bulk';
 import { createTestContext, type TestContext } from '../support/services';
 import { chunksOf, fillProjection } from '../support/projections';
@@ -172,7 +172,7 @@ describe('bulk dispatcher', () => {
     expect(inFlight!.every((i) => i >= 40 && i < 60)).toBe(true);
 
     clock.advance(LEASE + 1);
-    const report = await sweepBulkLeases(t.services, { flushGraceMs: 0 });
+    const report = await sweepBulkLeasesNow(t.services, { flushGraceMs: 0 });
     expect(report).toMatchObject({ skipped: false, interrupted: inFlight!.length });
     d2.kick();
     const done = await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, finished);
@@ -298,7 +298,7 @@ describe('bulk dispatcher', () => {
     await requestCancel(pool, halfCancelled.bulkId, clock.now());
     clock.advance(1);
 
-    const report = await sweepBulkLeases(t.services, { staleMs: 0 });
+    const report = await sweepBulkLeasesNow(t.services, { staleMs: 0 });
     expect(report).toMatchObject({ draftsPromoted: 1, draftsDeleted: 1, cancelsCompleted: 1 });
     expect(await job(orphan)).toBeUndefined();
     expect(await job(late.bulkId)).toEqual({ state: 'queued', cancel_requested: false });

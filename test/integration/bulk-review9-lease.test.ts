@@ -1,8 +1,7 @@
 import { createBulkSend } from '../../src/commands/bulk/create';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { BulkDispatcher } from '../../src/workers/bulk-dispatcher';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
-import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, storedCounters, waitForBulk } from '../support/bulk';
+import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, storedCounters, sweepBulkLeasesNow, waitForBulk } from '../support/bulk';
 import { createTestContext, type TestContext } from '../support/services';
 
 // Review 9: a window whose sending outlasts its recipients' lease (a slow provider). The lease sweep resolves the
@@ -34,7 +33,7 @@ describe('bulk dispatcher: a window slower than its lease', () => {
     // every call takes 25 s of the (fake) clock; the lease sweep runs meanwhile, as its cron would
     provider.hold = async () => {
       clock.advance(CALL_MS);
-      await sweepBulkLeases(t.services, { flushGraceMs: 0 });
+      await sweepBulkLeasesNow(t.services, { flushGraceMs: 0 });
     };
     const created = await createBulkSend(t.services, {
       companyId: BULK_CO.companyId, actor: 'test-key', userId: BULK_CO.user.id, phoneNumberId: BULK_CO.unlimited.phoneNumberId,

@@ -5,8 +5,7 @@ import { SendRefusedError } from '../../src/commands/send/handler';
 import { sendTemplate } from '../../src/commands/send/send-template';
 import { ProviderError } from '../../src/ports/provider';
 import { BulkDispatcher, type BulkDispatcherOptions } from '../../src/workers/bulk-dispatcher';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
-import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, waitForBulk } from '../support/bulk';
+import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, sweepBulkLeasesNow, waitForBulk } from '../support/bulk';
 import { createTestContext, type TestContext } from '../support/services';
 
 // Review 9: a dispatcher killed while the provider had accepted a recipient (its answer never recorded). The sweep
@@ -64,7 +63,7 @@ describe('bulk quota after a crash with a send at the provider', () => {
 
     // long after the lease and the reservation that outlives it; the sweep resolves the row, another process goes on
     clock.advance(LEASE + 5 * 60_000);
-    expect(await sweepBulkLeases(t.services, { flushGraceMs: 0 })).toMatchObject({ interrupted: 1 });
+    expect(await sweepBulkLeasesNow(t.services, { flushGraceMs: 0 })).toMatchObject({ interrupted: 1 });
     dispatcher({ id: 'd2' });
     const paused = await waitForBulk(t.db.pool, BULK_CO.companyId, created.bulkId, (b) => b.paused);
 

@@ -2,13 +2,13 @@ import pino from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { acquireNumberLease } from '../../src/commands/bulk/work-number-leases';
 import { resolveExpiredInFlight } from '../../src/commands/bulk/work-outcomes';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { purgeExpiredQuotaReservations, QuotaHolds, SendQuotaGate } from '../../src/commands/send/quota-gate';
 import { uniqueRecipientsSent24h } from '../../src/projections/accounts/queries';
 import { SHOP, sendsFixture, waitUntil } from '../support/sends';
 import { createTestApp } from '../support/services';
 import { anotherServeProcess } from '../support/another-process';
+import { sweepBulkLeasesNow } from '../support/bulk';
 
 // Clocks of several processes (docs/reliability.md, 2026-11-28): the quota reservations of sends in flight, a bulk
 // number's pacing lease and a bulk recipient's in-flight lease are written with one process's clock and were judged
@@ -73,7 +73,7 @@ describe('clock skew: quota reservations and bulk leases across processes', () =
     const now = new Date();
     expect(await acquireNumberLease(t.db.pool, 9905, 'dispatcher-a', now, 30_000)).toBe(true);
     expect(await acquireNumberLease(t.db.pool, 9906, 'dispatcher-a', new Date(now.getTime() - 60_000), 30_000)).toBe(true);
-    await sweepBulkLeases(t.services, { now: () => new Date(now.getTime() + 40_000) });
+    await sweepBulkLeasesNow(t.services, { now: () => new Date(now.getTime() + 40_000) });
     const leases = await t.db.pool.query('SELECT number_id FROM bulk_work.number_leases WHERE number_id IN (9905, 9906) ORDER BY number_id');
     expect(leases.rows).toEqual([{ number_id: 9905 }]);
   });

@@ -119,6 +119,21 @@ describe('IdempotencyStore', () => {
     expect(await store.find(4, 'purged')).toBeUndefined();
     expect(await store.find(4, 'old')).toEqual({ state: 'in_flight', fingerprint: 'new', leaseUntil: at(KEY_TTL_MS + LEASE) });
   });
+
+  it('the purge takes every expired record in batches, not one batch a run (review 19); a live one stays', async () => {
+    await db.pool.query(
+      `INSERT INTO public.idempotency_keys (company_id, key, fingerprint, state, created_at, lease_until, expires_at)
+       SELECT 77, 'old-' || i, 'fp', 'in_flight', $1, $1, $1 FROM generate_series(1, 2500) AS i`, [T0]);
+    await store.claim(77, 'live', 'fp', at(KEY_TTL_MS), LEASE);
+    // the other tests' records expired by then are purged too
+    const expired = (await db.pool.query('SELECT count(*)::int AS n FROM public.idempotency_keys WHERE expires_at <= $1', [at(KEY_TTL_MS)])).rows[0].n;
+    expect(await store.purgeAllExpired(at(KEY_TTL_MS), { batch: 1_000, maxBatches: 2 })).toBe(2_000);
+    expect(await store.purgeAllExpired(at(KEY_TTL_MS), { batch: 1_000 })).toBe(expired - 2_000);
+    const left = await db.pool.query('SELECT key FROM public.idempotency_keys WHERE company_id = 77');
+    expect(left.rows.map((r) => r.key)).toEqual(['live']);
+    await db.pool.query(`INSERT INTO public.idempotency_keys (company_id, key, fingerprint, state, created_at, lease_until, expires_at) VALUES (77, 'old', 'fp', 'in_flight', $1, $1, $1)`, [T0]);
+    expect(await store.purgeAllExpired(at(KEY_TTL_MS), { stopping: () => true })).toBe(0);
+  });
 });
 
 describe('canonicalJson', () => {

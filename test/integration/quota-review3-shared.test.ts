@@ -7,8 +7,7 @@ import { sendTemplate } from '../../src/commands/send/send-template';
 import { ProviderError, type SendTemplateRequest } from '../../src/ports/provider';
 import { uniqueRecipientsSent24h } from '../../src/projections/accounts/queries';
 import { BulkDispatcher } from '../../src/workers/bulk-dispatcher';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
-import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, waitForBulk } from '../support/bulk';
+import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, sweepBulkLeasesNow, waitForBulk } from '../support/bulk';
 import { createTestContext, type TestContext } from '../support/services';
 
 // Single and bulk sends of one number near its daily quota share one accounting (docs/sends.md, "Quota gate";
@@ -188,10 +187,10 @@ describe('single and bulk sends of one number near its quota', () => {
     const dead = new SendQuotaGate(t.db.pool, pino({ level: 'silent' }), 30_000);
     expect(await dead.admit(new QuotaHolds(dead), { numberId: n.id, tier: 'TIER_50', recipient: '+5491184000001', now: clock.now() })).toBeUndefined();
     const left = async () => (await t.db.pool.query('SELECT count(*)::int AS n FROM public.send_quota_reservations WHERE number_id = $1', [n.id])).rows[0].n;
-    expect(await sweepBulkLeases(t.services)).toMatchObject({ expiredReservations: 0 });
+    expect(await sweepBulkLeasesNow(t.services)).toMatchObject({ expiredReservations: 0 });
     expect(await left()).toBe(1);
     clock.advance(30_000);
-    expect(await sweepBulkLeases(t.services)).toMatchObject({ expiredReservations: 1 });
+    expect(await sweepBulkLeasesNow(t.services)).toMatchObject({ expiredReservations: 1 });
     expect(await left()).toBe(0);
   });
   it('a single send near the limit and a bulk claim wait for the same lock of the number: one check at a time, together within the quota', async () => {

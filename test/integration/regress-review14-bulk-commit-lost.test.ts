@@ -19,11 +19,11 @@ import { buildApp } from '../../src/http/app';
 import { assembleServices } from '../../src/main';
 import type { MessagingProvider, SendTemplateRequest, SendTemplateResult } from '../../src/ports/provider';
 import type { Services } from '../../src/services';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
 import { startWorkers, type Workers } from '../../src/workers';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { TEST_ANON_SECRET, TEST_PEPPER } from '../support/services';
 import { SHOP, sendsFixture, waitUntil } from '../support/sends';
+import { sweepBulkLeasesNow } from '../support/bulk';
 
 class CountingProvider implements MessagingProvider {
   readonly kind = 'test' as const;
@@ -175,7 +175,7 @@ describe('regression review 14: send-bulk whose commit point committed, its answ
     expect({ status: res.status, bulk: body.status, unique: body.unique_recipients, streams: created.rows.map((r) => r.stream_id) })
       .toEqual({ status: 202, bulk: 'queued', unique: 2, streams: [`bulk-${body.bulk_send_id}`] });
     // its job is queued by the request or, left a draft, by the lease sweep: each recipient messaged once
-    await sweepBulkLeases(services, { staleMs: 0 });
+    await sweepBulkLeasesNow(services, { staleMs: 0 });
     const id = body.bulk_send_id!;
     await waitUntil(async () => {
       const r = await fetch(`${base}/api/v1/platform-templates/bulk-sends/${id}/`, { headers: { 'x-api-key': SHOP.key } });

@@ -1,7 +1,7 @@
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { SHOP, sendsFixture, waitUntil } from '../support/sends';
-import { sweepBulkLeases } from '../../src/workers/bulk-lease-cron';
 import { type FaultApp, startFaultApp } from './review13-pgfault-harness';
+import { sweepBulkLeasesNow } from '../support/bulk';
 
 // a command whose database connection failed once its handler ran: 500, its outcome unknown (review 16c, docs/conventions.md)
 const OUTCOME_UNKNOWN = /^the database became unavailable while the request ran, after it may have made changes: its outcome is unknown\. /;
@@ -212,7 +212,7 @@ describe('review 13: keyed routes under Postgres connection faults', () => {
     expect(first.status).toBe(202);
     const again = await create();
     expect({ status: again.status, replayed: again.headers.get('idempotent-replayed'), body: again.body }).toEqual({ status: 202, replayed: 'true', body: first.body });
-    expect((await sweepBulkLeases(t.services, { staleMs: 0 })).draftsPromoted).toBe(1);
+    expect((await sweepBulkLeasesNow(t.services, { staleMs: 0 })).draftsPromoted).toBe(1);
     const done = await waitCompleted(again.body.bulk_send_id);
     expect(done.body.sent_count).toBe(2);
     expect(recipients.map((p) => t.provider.callsTo(p))).toEqual([1, 1]);
@@ -241,7 +241,7 @@ describe('review 13: keyed routes under Postgres connection faults', () => {
     const job = await t.db.pool.query<{ state: string }>('SELECT state FROM bulk_work.jobs WHERE bulk_id = $1', [id]);
     expect(job.rows.map((r) => r.state)).toEqual(['draft']);
     expect(recipients.map((p) => t.provider.callsTo(p))).toEqual([0, 0]);
-    const report = await sweepBulkLeases(t.services, { staleMs: 0 });
+    const report = await sweepBulkLeasesNow(t.services, { staleMs: 0 });
     expect(report.draftsPromoted).toBe(1);
     const done = await waitCompleted(id);
     expect(done.body.sent_count).toBe(2);

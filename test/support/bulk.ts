@@ -2,6 +2,8 @@ import type { Pool } from 'pg';
 import { SandboxProvider } from '../../src/adapters/provider/sandbox';
 import type { MessagingProvider, SendTemplateRequest, SendTemplateResult } from '../../src/ports/provider';
 import { getBulkSend, type BulkSendRow } from '../../src/projections/bulk/queries';
+import type { Services } from '../../src/services';
+import { sweepBulkLeases, type SweepOptions, type SweepReport } from '../../src/workers/bulk-lease-cron';
 
 // Provisioning and doubles for the bulk-send suites: a company with numbers of different tiers, a second
 // company for isolation, a fake clock whose sleep advances it, and a provider that counts sends per recipient.
@@ -175,4 +177,18 @@ export async function storedCounters(pool: Pool, bulkId: string) {
     [bulkId],
   );
   return r.rows[0];
+}
+
+/**
+ * The lease sweep run now by the test: sweepBulkLeases skips a run while another holds its lock (the app's own
+ * bulk-lease cron runs every 15 s beside the suites that start workers; under load a CI run met it), so it is run
+ * again until it ran.
+ */
+export async function sweepBulkLeasesNow(services: Services, options: SweepOptions = {}): Promise<SweepReport> {
+  for (let tries = 1; ; tries++) {
+    const report = await sweepBulkLeases(services, options);
+    if (!report.skipped) return report;
+    if (tries >= 200) throw new Error('the bulk lease sweep was skipped 200 times: its lock stays held');
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

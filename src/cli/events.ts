@@ -16,7 +16,24 @@ const companyIds = (v: string): Set<number> => {
   return new Set(parts.map(Number));
 };
 
+/** The most events one read of the log asks for. */
 const BATCH = 2000;
+/**
+ * About how many bytes of NDJSON one read of the log may bring: events are up to tens of MB each (a bulk send's
+ * BulkRecipientsAdded chunk carries 1,000 recipients with their variables, up to the 32 MiB body of a send-bulk).
+ * Before review 19 every read asked for 2,000 events whatever their size: 300 chunks of 1.5 MB were one read, held
+ * at once (a 192 MB heap ran out). The parsed events take a few times their text.
+ */
+const BATCH_BYTES = 8 * 1024 * 1024;
+
+/**
+ * How many events the next read asks for, after one that asked for `size` and whose largest event was `largest`
+ * characters of JSON: no more than BATCH_BYTES of events that large, at most twice the last read (the first read
+ * asks for one), at least one. A run of large events after a long run of small ones can still bring one read of up
+ * to BATCH events of the new size (the store cannot bound a read by bytes: docs/event-log.md, "Memory").
+ */
+const nextBatchSize = (size: number, largest: number): number =>
+  Math.max(1, Math.min(BATCH, size * 2, Math.floor(BATCH_BYTES / Math.max(1, largest))));
 
 /** `--type A,B`: each must be an event type of the catalogue (a misspelt one would export nothing, silently). */
 function eventTypes(option: string | undefined): Set<string> | undefined {
@@ -63,6 +80,23 @@ async function readBatch(reader: LogReader, kind: string, after: Position, size:
     if (!(err instanceof InvalidPositionError)) throw err;
     throw new CliUsageError(
       `--from ${JSON.stringify(err.position)} is not a position of the ${kind} event store: expected ${err.expected} (the "position" of an exported line)`,
+    );
+  }
+}
+
+/**
+ * `--from` past the newest event of the log is no checkpoint of this log (another installation's, a digit changed
+ * by hand): every position an export writes or prints is an event's, or START. Not checked on an empty log.
+ * Without this check such an export wrote nothing and printed the same position back, status 0, run after run
+ * (review 19).
+ */
+async function checkReached(reader: LogReader, from: Position): Promise<void> {
+  const head = await reader.headPosition();
+  // an empty log takes any position (test/e2e/event-store-errors.test.ts pins `--from 1:1` there as taken)
+  if (head !== START && reader.comparePositions(from, head) > 0) {
+    throw new CliUsageError(
+      `--from ${JSON.stringify(from)} is after the newest event of this log (${JSON.stringify(head)}): `
+        + 'it is no position of this log; give the "position" of a line exported from it',
     );
   }
 }
@@ -116,6 +150,7 @@ export function registerEventCommands(program: Command): void {
         let written = 0;
         let scanned = 0;
         let resumeFrom = position;
+        let size = 1;
         const exported = exportFilter(types, companies);
         const stopsAt = mayBeExported(types, companies);
         while (written < limit && !output.failed()) {
@@ -123,23 +158,33 @@ export function registerEventCommands(program: Command): void {
           // export would write it (the log's reader used to fail the whole read, whatever the filters)
           let batch: ReadAllBatch;
           try {
-            batch = upToUnreadable(await readBatch(s.runner.reader, s.store.kind, position, BATCH), stopsAt);
+            batch = upToUnreadable(await readBatch(s.runner.reader, s.store.kind, position, size), stopsAt);
           } catch (err) {
             if (err instanceof UnreadableEventError) throw unreadable(position, err);
             throw err;
           }
-          if (batch.events.length === 0) break;
+          if (batch.events.length === 0) {
+            // nothing after --from: is it a position this log has reached? (the read has checked its form)
+            if (scanned === 0 && opts.from !== undefined) await checkReached(s.runner.reader, position);
+            break;
+          }
+          let largest = 0;
           for (const e of batch.events) {
             scanned++;
             resumeFrom = e.position;
-            if (!exported(e)) continue;
+            if (!exported(e)) {
+              largest = Math.max(largest, JSON.stringify(e.data).length);
+              continue;
+            }
             const line = JSON.stringify({ position: e.position, stream: e.streamId, revision: e.revision.toString(), type: e.type, data: e.data, metadata: e.metadata });
+            largest = Math.max(largest, line.length);
             if (!process.stdout.write(`${line}\n`)) await output.drained();
             if (output.failed()) break;
             if (++written >= limit) break;
           }
           if (written < limit) resumeFrom = batch.nextPosition;
           position = batch.nextPosition;
+          size = nextBatchSize(size, largest);
           progress(`exported ${written} of ${scanned} events`);
         }
         progressDone();

@@ -103,6 +103,20 @@ export function resolveSecrets(config: Config): Secrets {
   return secrets;
 }
 
+/** The compose file's local-only default (docker-compose.yml): published, so it anonymizes nothing. */
+const COMPOSE_ANONYMIZATION_SECRET = 'local-only-anonymization-secret-change-me';
+
+/**
+ * Why the anonymization secret is weak, or undefined: the export's ids are keyed HMACs of real ids, and an export
+ * shows pairs of both (the spec's `company_id` beside `client_id`), so a known secret is confirmed offline and then
+ * every customer's id reversed by trying phone numbers (docs/privacy.md). Only the compose file's published default
+ * is named (a warning, not a refusal): a length rule would add a line to the output of every local run and test
+ * suite that uses a short secret.
+ */
+export function anonymizationSecretWeakness(secret: string): string | undefined {
+  return secret === COMPOSE_ANONYMIZATION_SECRET ? "it is docker-compose.yml's published local-only default" : undefined;
+}
+
 /** Creates `dir` a level at a time (a recursive mkdir loops forever where the kernel refuses one, as in /proc). */
 function writableDir(dir: string): void {
   const path = resolve(dir);
@@ -216,6 +230,10 @@ export async function startRuntime(config: Config, role: Role, options: { logger
       databaseUrl = embedded.url;
     }
     const secrets = resolveSecrets(config);
+    const weakness = anonymizationSecretWeakness(secrets.anonymizationSecret);
+    if (weakness) {
+      logger.warn(`ANONYMIZATION_SECRET is weak (${weakness}): the export's anonymized ids can be reversed by guessing it; set ANONYMIZATION_SECRET to 32 random bytes or more (docs/privacy.md)`);
+    }
     const pool = createPool(databaseUrl, role === 'cli' ? 4 : 20);
     cleanups.push(() => pool.end());
     // A page holds its connection while the HTTP client reads: exports get their own, so they cannot starve the rest.

@@ -1,6 +1,7 @@
 // What the logs may hold (docs/reliability.md, "What is logged (2026-11-28)"): the options every pino logger of the
 // process is built with, the process's own (src/main.ts: workers, runner, start-up) and the HTTP listeners' (the
 // API app and a worker's ops listener), so all three redact and serialize alike.
+import { createHash } from 'node:crypto';
 import pino, { type DestinationStream, type LoggerOptions } from 'pino';
 
 /** Request headers that carry a credential or a signature: never written to a log, wherever a header set is logged. */
@@ -71,10 +72,41 @@ export function serializeRequest(req: RequestLike): Record<string, unknown> {
   };
 }
 
+/**
+ * A provider message id: `wamid.` and base64 of a structure that starts with the customer's number (the provider's
+ * ids, `wamid.HBgLMTY1MDUwNzY1MjAV…` is `…16505076520…`, and the sandbox's alike). In a log line it is replaced by
+ * `logRef(id)`, so the number is not there and the line can still be found from the id (docs/privacy.md).
+ */
+const PROVIDER_MESSAGE_ID = /wamid\.[A-Za-z0-9_\-+=/]+/g;
+/** A phone number written with its `+` (7 digits or more: E.164 has up to 15, a mistyped one more), in a text. */
+const E164_IN_TEXT = /\+[0-9]{7,}/g;
+/** The conversation of a customer's number with a business number, `msgapp-<phone_number_id>-<digits>` (no `+`). */
+const NUMBER_CONVERSATION = /(msgapp-[0-9]+-)[0-9]{7,}/g;
+export const PHONE_REDACTED = '+[phone]';
+
+/** What a log line shows for a provider message id: `wamid.[sha256:<first 12 hex of SHA-256 of the id>]`. */
+export function logRef(providerMessageId: string): string {
+  return `wamid.[sha256:${createHash('sha256').update(providerMessageId).digest('hex').slice(0, 12)}]`;
+}
+
+/**
+ * The last step of every log line (pino's `hooks.streamWrite`, on the serialized line): provider message ids, phone
+ * numbers written with `+`, and customer numbers in conversation ids are taken out, wherever they are (a field, the
+ * message, an error's message or stack, a dead-letter reason). None of the replacements adds a quote or a backslash,
+ * so the line stays the same JSON.
+ */
+export function scrubLogLine(line: string): string {
+  if (line.includes('wamid.')) line = line.replace(PROVIDER_MESSAGE_ID, logRef);
+  if (line.includes('+')) line = line.replace(E164_IN_TEXT, PHONE_REDACTED);
+  if (line.includes('msgapp-')) line = line.replace(NUMBER_CONVERSATION, `$1${PHONE_REDACTED.slice(1)}`);
+  return line;
+}
+
 const shared = (level: string): LoggerOptions => ({
   level,
   redact: { paths: REDACT_PATHS, censor: REDACTED },
   serializers: { err: serializeError, req: serializeRequest as never },
+  hooks: { streamWrite: scrubLogLine },
 });
 
 /** The process's logger (serve, worker, the CLI's commands). */

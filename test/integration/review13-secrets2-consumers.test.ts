@@ -14,6 +14,7 @@ import { startDeliveryConsumer } from '../../src/workers/delivery-consumer';
 import { messageRecord, provisionCompany, settle } from '../support/conversation-fixtures';
 import { waitUntil } from '../support/sends';
 import { createTestContext, type TestContext } from '../support/services';
+import { logRef } from '../../src/observability/logging';
 
 const BAD_PHONE = '+49 151 1234 56789 999';
 const SENDER = '5491155557799';
@@ -76,7 +77,11 @@ describe('review13: consumers dead-letter without a phone in the log', () => {
       const dead = await waitUntil(async () => transport.deadLetters.find((d) => d.record.key === SENDER), 10_000, 'the dead letter');
       expect(dead.reason).toBe('inbound message wamid.R13-IN-1: unknown phone_number_id r13-unknown-number');
       const line = await waitUntil(async () => out.lines.find((l) => l.msg === 'provider notification dead-lettered'), 10_000, 'the warn line');
-      expect(line).toMatchObject({ level: 40, topic: 'provider.webhooks', kind: 'message', providerMessageId: 'wamid.R13-IN-1', reason: dead.reason });
+      // the provider message id carries the sender's number (base64): the line names it by logRef (review 19, docs/privacy.md)
+      expect(line).toMatchObject({
+        level: 40, topic: 'provider.webhooks', kind: 'message', providerMessageId: logRef('wamid.R13-IN-1'),
+        reason: dead.reason.replace('wamid.R13-IN-1', logRef('wamid.R13-IN-1')),
+      });
       expect(line).not.toHaveProperty('key');
       expect(JSON.stringify(out.lines)).not.toContain(SENDER);
     } finally {

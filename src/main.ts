@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Pool } from 'pg';
 import type { Config } from './config';
-import { PostgresEventStore } from './adapters/event-store/postgres';
+import { eventLogAheadOfServer, PostgresEventStore } from './adapters/event-store/postgres';
 import { InProcessTransport } from './adapters/in-process/transport';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './adapters/postgres/embedded';
 import { migrate, type MigrationsLockHolder } from './adapters/postgres/migrations';
@@ -68,6 +68,20 @@ async function reachEventStore(store: EventStore, url: string, waitMs: number): 
     await waitUntilAnswers(() => store.ping(), waitMs, undefined, isAccessRefused);
   } catch (err) {
     throw new EventStoreUnreachableError(eventStoreTarget(url), err, waitMs);
+  }
+}
+
+/** The Postgres event log was written by a server ahead of this one's transaction counter (eventLogAheadOfServer). */
+export class EventLogAheadOfServerError extends Error {
+  override name = 'EventLogAheadOfServerError';
+
+  constructor(
+    /** `Postgres at host:port/database` (DATABASE_URL), or `the embedded Postgres` */
+    readonly target: string,
+    readonly newestTxId: string,
+    readonly nextTxId: string,
+  ) {
+    super(`the event log's newest position (transaction ${newestTxId}) is ahead of the next transaction id (${nextTxId}) of ${target}`);
   }
 }
 
@@ -257,6 +271,9 @@ export async function startRuntime(config: Config, role: Role, options: { logger
       cleanups.push(() => store.close());
       await reachEventStore(store, config.eventStore.url, waitMs);
     } else {
+      // a log restored into a server behind it would take appends it never reads (docs/event-log.md)
+      const ahead = await eventLogAheadOfServer(pool);
+      if (ahead) throw new EventLogAheadOfServerError(config.databaseUrl ? `Postgres at ${database}` : database, ahead.newestTxId, ahead.nextTxId);
       // Its own pool: the event store's statements run on generic plans (see PoolOptions).
       const storePool = role === 'cli' ? createEventStorePool(databaseUrl, 2) : createEventStorePool(databaseUrl);
       cleanups.push(() => storePool.end());

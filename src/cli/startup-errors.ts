@@ -1,6 +1,6 @@
 import { inspect } from 'node:util';
 import { ConfigError, EVENTSTORE_URL_FORM } from '../config';
-import { EventStoreUnreachableError } from '../main';
+import { EventLogAheadOfServerError, EventStoreUnreachableError } from '../main';
 import { isAccessRefused, NoAnswerError, StartupStepError } from '../shared/startup-step';
 import { CliUsageError } from './failure';
 
@@ -52,6 +52,12 @@ export function classifyStartupError(err: unknown): StartupProblem {
   }
   if (err instanceof StartupStepError) return classifyStep(err);
   if (err instanceof EventStoreUnreachableError) return eventStoreProblem(err);
+  if (err instanceof EventLogAheadOfServerError) {
+    return {
+      cause: `${err.message}: the database was restored with pg_dump (or copied logically) into a server behind the one that wrote it, where new events would be ordered before the log and never read`,
+      fix: 'restore a physical copy instead (pg_basebackup, or the data directory), or keep using the server that wrote it (docs/event-log.md, "Restoring a log")',
+    };
+  }
   return {
     cause: `start-up failed: ${messageOf(err)}`,
     fix: 'run again with LOG_LEVEL=debug for the stack trace',
@@ -191,7 +197,7 @@ export function reportStartupFailure(err: unknown, debug: boolean, write: (text:
 export function cliFailureText(err: unknown, debug: boolean): string {
   const details = debug ? `\n${inspect(err, { depth: 6 })}` : '';
   if (err instanceof CliUsageError) return `switchboard: ${err.message}${details}`;
-  if (err instanceof ConfigError || err instanceof StartupStepError || err instanceof EventStoreUnreachableError) {
+  if (err instanceof ConfigError || err instanceof StartupStepError || err instanceof EventStoreUnreachableError || err instanceof EventLogAheadOfServerError) {
     return `${startupFailureLine(classifyStartupError(err))}${details}`;
   }
   return `switchboard: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;

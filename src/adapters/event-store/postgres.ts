@@ -160,6 +160,21 @@ export const PINNED_HORIZON_MS = 250;
 
 const MAX_ANY_RETRIES = 20;
 
+/**
+ * A log whose newest position is at or past this server's next transaction id (`pg_snapshot_xmax`, which assigns
+ * none): positions are the writing server's transaction ids, so a log restored with `pg_dump` into a server whose
+ * counter is behind (a new one) reads as not yet committed, and every event appended there would be ordered before
+ * it and never read by the projections past their checkpoints (review 19, docs/event-log.md). Never true on the
+ * server that wrote the log: its committed ids are all below its next one. Undefined when the log is not ahead.
+ */
+export async function eventLogAheadOfServer(pool: Pick<Pool, 'query'>): Promise<{ newestTxId: string; nextTxId: string } | undefined> {
+  const { rows } = await pool.query<{ newest: string | null; next: string }>(
+    `SELECT (SELECT max(tx_id) FROM es.events)::text AS newest, pg_snapshot_xmax(pg_current_snapshot())::text AS next`,
+  );
+  const { newest, next } = rows[0];
+  return newest !== null && BigInt(newest) >= BigInt(next) ? { newestTxId: newest, nextTxId: next } : undefined;
+}
+
 const expectationKind = (expected: ExpectedRevision): string => (typeof expected === 'bigint' ? 'revision' : expected);
 
 function expectationHolds(expected: ExpectedRevision, current: bigint | 'no_stream'): boolean {

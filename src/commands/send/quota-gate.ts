@@ -17,6 +17,7 @@ import { againOnLostConnection } from '../../shared/retry';
 import { withTransaction } from '../../shared/tx';
 import { ACCOUNTS_CHANGED_CHANNEL, markChanging } from '../../projections/change-signals';
 import { outcomeUnknownRecipientsSql } from '../bulk/work-unknown-outcomes';
+import { aheadByEitherClock } from '../../shared/both-clocks';
 
 /**
  * Remaining unique recipients at or under which sends to new recipients are reserved under the lock. A send admitted
@@ -52,7 +53,7 @@ const RECORDING_MS = 20_000;
  * reserving one's then neither stops counting nor deletes a reservation early (docs/reliability.md, "Clocks of several
  * processes"); a process whose clock is behind counts a reservation longer, which only refuses sooner.
  */
-export const liveReservation = (expiresAt: string, now: string): string => `(${expiresAt} > ${now} OR ${expiresAt} > now())`;
+export const liveReservation = (expiresAt: string, now: string): string => aheadByEitherClock(expiresAt, now);
 
 // bulk recipients whose outcome is unknown count as reserved (not in the read model) and put theirs in the window
 const GATE_SQL = `SELECT ${usedSql('$1', '$2', '$3', '$4')} AS used,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { withTransaction } from '../../shared/tx';
+import { aheadByEitherClock, passedByBothClocks } from '../../shared/both-clocks';
 
 // The webhook outbox (migration 0007, schema `webhooks`): one delivery per (webhook event, endpoint) and every
 // attempt. Written by the fan-out and the sender (src/workers/webhook-*.ts); read and re-queued by the API.
@@ -74,7 +75,7 @@ export interface ClaimedDelivery {
  */
 const DUE_FOR_CLAIM = `FROM webhooks.deliveries c
           WHERE c.status = 'pending' AND c.next_attempt_at <= $1 AND c.endpoint_id <> ALL($4::text[])
-            AND (c.claimed_until IS NULL OR (c.claimed_until <= $1 AND c.claimed_until <= now()))
+            AND (c.claimed_until IS NULL OR ${passedByBothClocks('c.claimed_until', '$1')})
             AND (SELECT e.enabled FROM rm_webhooks.endpoints e WHERE e.endpoint_id = c.endpoint_id)
           ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
 /** A claim's lease ($3), stored twice (see IN_FLIGHT); a retry asked before is the post this claim makes. */
@@ -405,7 +406,7 @@ export async function listDeliveryAttempts(
  * aside since: its endpoint disabled). Recorded or given back, its claim's lease is cleared; never claimed, or by a
  * version before, it has none. Made due now, a second sender would post it beside the first request.
  */
-const IN_FLIGHT = `COALESCE(status = 'pending' AND (claimed_until > $3::timestamptz OR claimed_until > now()) AND (next_attempt_at = claimed_until OR next_attempt_at IS NULL), false)`;
+const IN_FLIGHT = `COALESCE(status = 'pending' AND ${aheadByEitherClock('claimed_until', '$3::timestamptz')} AND (next_attempt_at = claimed_until OR next_attempt_at IS NULL), false)`;
 
 /**
  * Queues a delivery of the endpoint again, due now (a failed one starts a fresh schedule); set aside instead while
@@ -481,7 +482,7 @@ export async function setDeliveriesAside(db: Db, endpointId: string): Promise<vo
  */
 export async function resumeDeliveries(db: Db, endpointId: string, now: Date): Promise<void> {
   await db.query(
-    `UPDATE webhooks.deliveries SET next_attempt_at = CASE WHEN claimed_until > $2 OR claimed_until > now() THEN claimed_until ELSE $2 END
+    `UPDATE webhooks.deliveries SET next_attempt_at = CASE WHEN ${aheadByEitherClock('claimed_until', '$2')} THEN claimed_until ELSE $2 END
       WHERE ${pendingOfEndpointLocked('next_attempt_at IS NULL')}`,
     [endpointId, now],
   );

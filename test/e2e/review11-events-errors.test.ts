@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
+import { waitUntil } from '../support/sends';
 
 // Review 11: the edges of `switchboard events` (built CLI, test database): `events schemas` into a closed pipe or a
 // full disk, an empty --type, a stored event its schema refuses, and an export whose reader goes away mid-stream.
@@ -56,6 +57,15 @@ d('review11: events export and schemas at their edges', () => {
         { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, companyId: 7, actor: 'cli', at: new Date().toISOString(), schemaVersion: 1 }],
     ).then((r) => r.rows[0].position);
 
+  /**
+   * Until every event committed so far is below the log's horizon (the oldest transaction still running anywhere on the
+   * cluster: another test file's may be): `events export` writes what is readable now and ends (docs/event-log.md),
+   * so an export run at once after the inserts, while another file's transaction was open, exported none of them.
+   */
+  const readableNow = () => waitUntil(async () => (await db.pool.query<{ ok: boolean }>(
+    `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint > coalesce((SELECT max(tx_id) FROM es.events), 0) AS ok`,
+  )).rows[0].ok || undefined, 60_000, 'the inserted events readable');
+
   it('events schemas whose reader goes away (`| head -1`) ends quietly with status 0', async () => {
     const child = spawn(process.execPath, [CLI, 'events', 'schemas'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.destroy(); // the reader is gone before the first line (its pipe would otherwise take all of them)
@@ -89,6 +99,7 @@ d('review11: events export and schemas at their edges', () => {
         jsonb_build_object('eventId', gen_random_uuid(), 'correlationId', gen_random_uuid(), 'causationId', null, 'companyId', 7,
           'actor', 'cli', 'at', now()::text, 'schemaVersion', 1)
       FROM generate_series(1, 20000) g`);
+    await readableNow();
     const r = await firstLineThenClose(['events', 'export']);
     expect(JSON.parse(r.first)).toHaveProperty('position');
     expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
@@ -99,6 +110,7 @@ d('review11: events export and schemas at their edges', () => {
     const good = await insert('review11-s', 0, 'OperatorRegistered', { companyId: 7, operatorId: 1, name: 'a' });
     await insert('review11-s', 1, 'OperatorRegistered', { companyId: 7, operatorId: 'not a number', name: 'b' });
     const after = await insert('review11-s', 2, 'OperatorRegistered', { companyId: 7, operatorId: 3, name: 'c' });
+    await readableNow();
 
     const r = run(['events', 'export', '--from', from]);
     expect(r.status).toBe(1);

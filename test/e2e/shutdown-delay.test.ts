@@ -30,7 +30,9 @@ d('serve: SIGTERM with SHUTDOWN_DELAY_S (built CLI)', () => {
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-shutdown-delay-'));
     url = `http://127.0.0.1:${await freePort()}`;
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, { SHUTDOWN_DELAY_S: '3' });
+    // 10 s: the readiness loop, a read and the check that the process still runs must all fall inside the delay,
+    // also on a machine under load (3 s before: a read slowed past the delay's end would find the listener closed)
+    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, { SHUTDOWN_DELAY_S: '10' });
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e shutdown delay').trim();
     serve = startCli(['serve'], env);

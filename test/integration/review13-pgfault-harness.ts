@@ -63,6 +63,16 @@ export interface FaultApp {
   logs: Array<Record<string, unknown>>;
   /** pg_terminate_backend of the app's connections (every pool, or the named one: main, store, idem, export) */
   terminate(pool?: string): Promise<number>;
+  /**
+   * terminate(), then waits until none of the app's pools holds a client of a terminated backend (each pool saw its
+   * connection end): a request after it takes a live connection or a new one, never one about to fail. Without the
+   * wait that is a race between the backends' exit (the scheduler's, slow under load) and the next request.
+   */
+  terminateAndWaitForPools(pool?: string): Promise<number>;
+  /** terminate(), answering the backends' pids (for poolsForget) */
+  terminatePids(pool?: string): Promise<number[]>;
+  /** waits until none of the app's pools holds a client of these backends (each pool saw its connection end) */
+  poolsForget(pids: number[]): Promise<void>;
   /** app backends waiting for a lock, whose query matches the LIKE pattern */
   blocked(like: string, pool?: string): Promise<number[]>;
   waitBlocked(like: string, pool?: string, timeoutMs?: number): Promise<number[]>;
@@ -135,6 +145,27 @@ export async function startFaultApp(options: { now?: () => Date; env?: Record<st
     return r.rows.map((x) => x.pid);
   };
 
+  /** the backend pids of the clients the app's pools hold (pg-pool's own list, idle or in use) */
+  const pooledPids = (): number[] =>
+    Object.values(pools).flatMap((p) => ((p as unknown as { _clients?: Array<{ processID?: number | null }> })._clients ?? [])
+      .map((c) => c.processID ?? 0));
+
+  const terminatePids = async (pool?: string): Promise<number[]> => (await admin.query<{ pid: number }>(
+    `SELECT pid FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name LIKE $1 AND pg_terminate_backend(pid)`,
+    [`${APP_PREFIX}${pool ?? ''}%`],
+  )).rows.map((x) => x.pid);
+  const poolsForget = async (pids: number[]): Promise<void> => {
+    const killed = new Set(pids);
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const left = pooledPids().filter((pid) => killed.has(pid));
+      if (left.length === 0) return;
+      if (Date.now() > deadline) throw new Error(`the pools still hold clients of terminated backends ${left.join(', ')}`);
+      await new Promise((ok) => setTimeout(ok, 10));
+    }
+  };
+
   return {
     db, services, app, base, provider, pools, admin, unhandled, logs,
     async terminate(pool?: string) {
@@ -144,6 +175,13 @@ export async function startFaultApp(options: { now?: () => Date; env?: Record<st
         [`${APP_PREFIX}${pool ?? ''}%`],
       );
       return r.rows[0].n;
+    },
+    terminatePids,
+    poolsForget,
+    async terminateAndWaitForPools(pool?: string) {
+      const pids = await terminatePids(pool);
+      await poolsForget(pids);
+      return pids.length;
     },
     blocked,
     async waitBlocked(like: string, pool = '', timeoutMs = 20_000) {

@@ -138,8 +138,9 @@ describe('review 13: single send under Postgres connection faults', () => {
   });
 
   it('every app connection terminated between requests: the next send is answered 200 and readable at once', async () => {
-    expect(await t.terminate()).toBeGreaterThan(0);
-    await new Promise((r) => setTimeout(r, 200)); // the pools see their idle connections end
+    // the pools see their connections end (a fixed 200-ms pause raced the backends' exit under load: a pooled
+    // connection still taken for alive answers 503, as it should, docs/conventions.md)
+    expect(await t.terminateAndWaitForPools()).toBeGreaterThan(0);
     const to = recipient();
     const res = await send(to);
     expect(res.status).toBe(200);

@@ -90,7 +90,7 @@ describe('webhook hand-off', () => {
     })), now, { count: 3, until: leaseUntil });
     expect(queued.queued).toHaveLength(3);
     intake!.intake.receive(queued.claimed, leaseUntil);
-    await waitUntil(async () => !first, 5_000, 'the first handed delivery posted');
+    await waitUntil(async () => !first, 30_000, 'the first handed delivery posted');
     expect((await deliveriesOf(ep.id)).every((r) => r.next_attempt_at?.getTime() === leaseUntil.getTime())).toBe(true);
 
     const stopped = sender.stop(); // the round in flight finishes; the two deliveries still handed are released

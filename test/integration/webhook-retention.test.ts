@@ -138,7 +138,7 @@ describe('webhook log retention', () => {
     await age(['msg_scheduled0'], 31);
     const purge = startWebhookRetention(t.services, { schedule: '* * * * * *' });
     try {
-      await waitUntil(async () => (await deliveriesOf(endpoint.id)).length === 1 || undefined, 5_000, 'the expired delivery purged');
+      await waitUntil(async () => (await deliveriesOf(endpoint.id)).length === 1 || undefined, 30_000, 'the expired delivery purged');
     } finally {
       await purge.stop();
     }

@@ -5,6 +5,7 @@
 import type { Pool } from 'pg';
 import { KEY_TTL_MS } from '../shared/idempotency-key';
 import type { SealedBox } from '../shared/sealed-box';
+import { passedByBothClocks } from '../shared/both-clocks';
 
 export { KEY_TTL_MS };
 
@@ -46,7 +47,7 @@ interface Row {
  * key's 24 h) before it ends: what the Postgres clock says bounds it, as long as the writer's clock is not behind
  * Postgres's by more than the lease less its renewal period (10 s; docs/reliability.md, "Clocks of several processes").
  */
-const LAPSED = (column: string) => `(${column} <= $5 AND ${column} <= now())`;
+const LAPSED = (column: string) => passedByBothClocks(column, '$5');
 
 export class IdempotencyStore {
   constructor(
@@ -152,7 +153,7 @@ export class IdempotencyStore {
   async purgeExpired(now: Date, limit = 10_000): Promise<number> {
     const r = await this.pool.query(
       `DELETE FROM public.idempotency_keys WHERE ctid = ANY(ARRAY(
-         SELECT ctid FROM public.idempotency_keys WHERE expires_at <= $1 AND expires_at <= now() LIMIT $2))`,
+         SELECT ctid FROM public.idempotency_keys WHERE ${passedByBothClocks('expires_at', '$1')} LIMIT $2))`,
       [now, limit],
     );
     return r.rowCount ?? 0;

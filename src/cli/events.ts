@@ -6,6 +6,7 @@ import { type LogReader, UnreadableEventError, upToUnreadable } from '../project
 import { positiveInt } from './args';
 import { CliUsageError } from './failure';
 import { progress, progressDone, withCliRuntime } from './runtime';
+import { eventSizeEstimate, nextReadSize } from '../projections/read-sizes';
 
 /** `--company 7` or `--company 7,9`: the company ids, each a positive integer (commander reports anything else). */
 const companyIds = (v: string): Set<number> => {
@@ -18,22 +19,6 @@ const companyIds = (v: string): Set<number> => {
 
 /** The most events one read of the log asks for. */
 const BATCH = 2000;
-/**
- * About how many bytes of NDJSON one read of the log may bring: events are up to tens of MB each (a bulk send's
- * BulkRecipientsAdded chunk carries 1,000 recipients with their variables, up to the 32 MiB body of a send-bulk).
- * Before review 19 every read asked for 2,000 events whatever their size: 300 chunks of 1.5 MB were one read, held
- * at once (a 192 MB heap ran out). The parsed events take a few times their text.
- */
-const BATCH_BYTES = 8 * 1024 * 1024;
-
-/**
- * How many events the next read asks for, after one that asked for `size` and whose largest event was `largest`
- * characters of JSON: no more than BATCH_BYTES of events that large, at most twice the last read (the first read
- * asks for one), at least one. A run of large events after a long run of small ones can still bring one read of up
- * to BATCH events of the new size (the store cannot bound a read by bytes: docs/event-log.md, "Memory").
- */
-const nextBatchSize = (size: number, largest: number): number =>
-  Math.max(1, Math.min(BATCH, size * 2, Math.floor(BATCH_BYTES / Math.max(1, largest))));
 
 /** `--type A,B`: each must be an event type of the catalogue (a misspelt one would export nothing, silently). */
 function eventTypes(option: string | undefined): Set<string> | undefined {
@@ -178,7 +163,7 @@ export function registerEventCommands(program: Command): void {
             scanned++;
             resumeFrom = e.position;
             if (!exported(e)) {
-              largest = Math.max(largest, JSON.stringify(e.data).length);
+              largest = Math.max(largest, eventSizeEstimate(e));
               continue;
             }
             const line = JSON.stringify({ position: e.position, stream: e.streamId, revision: e.revision.toString(), type: e.type, data: e.data, metadata: e.metadata });
@@ -189,7 +174,7 @@ export function registerEventCommands(program: Command): void {
           }
           if (written < limit) resumeFrom = batch.nextPosition;
           position = batch.nextPosition;
-          size = nextBatchSize(size, largest);
+          size = nextReadSize(size, largest, BATCH); // READ_BYTES a read (review 19: 2,000 whatever their size ran a heap out)
           progress(`exported ${written} of ${scanned} events`);
         }
         progressDone();

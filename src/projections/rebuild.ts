@@ -6,6 +6,7 @@ import { analyzeSchema } from './statistics';
 import { ACCOUNTS_CHANGED_CHANNEL, BUSINESS_CHANGED_CHANNEL, CONTACTS_CHANGED_CHANNEL } from './change-signals';
 import { API_KEYS_CHANGED_CHANNEL } from './apikeys/projection';
 import { inTransaction, withSessionLock } from '../shared/tx';
+import { largestEventEstimate, nextReadSize } from './read-sizes';
 
 export interface RebuildProgress {
   applied: number;
@@ -14,6 +15,7 @@ export interface RebuildProgress {
 }
 
 const BATCH = 2000;
+
 /**
  * The read caches' change channels, each told "everything" at a swap: `*` for the business, accounts and contacts
  * caches (src/projections/change-signals.ts); no payload for the API-key cache (src/http/api-key-cache.ts: its
@@ -181,12 +183,15 @@ async function replayAndSwap(
     await guard.query(`UPDATE projections.checkpoints SET state = 'rebuilding', updated_at = now() WHERE name = $1`, [p.name]);
 
     const batchSize = options.batchSize ?? BATCH;
+    // each read sized by the largest event of the last (nextReadSize): batchSize events when they are small
+    let size = 1;
     /** Replays from where the fresh tables are until `target` (or until the log holds nothing more yet): events read. */
     const replayTo = async (target: Position, locked?: PoolClient): Promise<number> => {
       let read = 0;
       while (store.comparePositions(progress.position, target) < 0) {
-        const batch = await store.readAll(progress.position, batchSize);
+        const batch = await store.readAll(progress.position, size);
         if (batch.events.length === 0) break; // an older open transaction holds the log back: the next step goes on
+        size = nextReadSize(size, largestEventEstimate(batch.events), batchSize);
         const apply = async (c: PoolClient) => {
           await c.query(`SET LOCAL synchronous_commit TO off; SET LOCAL search_path TO ${next}, public`);
           progress.applied += await applyHandled(p, c, batch.events);

@@ -7,7 +7,7 @@ import { ensureProjection, readCheckpoint, readCheckpoints } from '../projection
 import { clearInterruptedRebuild, rebuildForVersionChange } from '../projections/rebuild';
 import { ReadModelTimeoutError } from '../ports/read-models';
 import { literal, type OpenedRow, openedRow, openingStatement } from './projection-batch-sql';
-import { SharedLogReader } from './shared-log-reader';
+import { type ReadSizing, SharedLogReader } from './shared-log-reader';
 
 export interface RunnerLogger {
   info(obj: object, msg?: string): void;
@@ -62,6 +62,10 @@ export class ProjectionRunner {
   private readonly log: SharedLogReader;
   /** projections kicked while a batch was running: they look again before sleeping */
   private readonly kicked = new Set<string>();
+  /** projections whose last read was full (more may follow at once: they read on before sleeping) */
+  private readonly readFull = new Set<string>();
+  /** each projection's size of the reads made for it alone (SharedLogReader: behind or ahead of the tail) */
+  private readonly readSizes = new Map<string, ReadSizing>();
   private wakeScheduled = false;
   private readonly loops: Promise<void>[] = [];
   private running = false;
@@ -227,7 +231,8 @@ export class ProjectionRunner {
         await sleep(Math.min(5000, 50 * 2 ** Math.min(failures, 7)));
         continue;
       }
-      if (read > 0 && read >= this.batchSize) continue;
+      // reads are sized by their events (SharedLogReader): a full one may hold fewer than batchSize
+      if (read > 0 && (read >= this.batchSize || this.readFull.has(p.name))) continue;
       if (this.preopened.has(p.name)) continue; // the next batch's transaction is open: run it now
       if (this.kicked.delete(p.name)) continue;
       await new Promise<void>((resolve) => {
@@ -258,8 +263,12 @@ export class ProjectionRunner {
     const skipped = this.unpersisted.get(p.name);
     const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
     const from = sameWindow ? skipped.readTo : cp.position;
-    const read = await this.log.readShared(from);
+    let sizing = this.readSizes.get(p.name);
+    if (!sizing) this.readSizes.set(p.name, (sizing = { size: 1 }));
+    const read = await this.log.readShared(from, sizing);
     if (read.stale) this.kicked.add(p.name); // newer events may exist: look again before sleeping
+    if (read.full) this.readFull.add(p.name);
+    else this.readFull.delete(p.name);
     const batch = await this.beforeUnreadable(p, read.batch);
     const handled = batch.events.some((e) => appliesTo(p, e));
     const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;

@@ -11,6 +11,7 @@ import { bulkProjection } from '../projections/bulk/projection';
 import { webhooksProjection } from '../projections/webhooks/projection';
 import { continuesUpsert, SOURCE_EVENT_TYPES, toWebhookEvents } from './webhook-events';
 import { intakeOf } from './webhook-handoff';
+import { largestEventEstimate, nextReadSize } from '../projections/read-sizes';
 
 // The fan-out (docs/webhooks.md): reads the event log from its checkpoint and queues one delivery per (webhook
 // event, subscribed endpoint) in the same transaction as the new checkpoint. A session advisory lock lets one
@@ -58,10 +59,13 @@ export function startWebhookFanOut(services: Services, options: FanOutOptions = 
     await services.pool.query(`INSERT INTO webhooks.fanout_checkpoint (name, position) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [NAME, START]);
     let failures = 0;
     const idle: IdleHint = {};
+    // each read sized by the largest event of the last (nextReadSize): batchSize while events are small
+    const sizing: FanOutSizing = { size: 1, max: batchSize };
     while (running) {
       let read = 0;
+      const asked = sizing.size;
       try {
-        read = await fanOutBatch(services, batchSize, idle);
+        read = await fanOutBatch(services, asked, idle, sizing);
         failures = 0;
       } catch (err) {
         failures++;
@@ -69,7 +73,7 @@ export function startWebhookFanOut(services: Services, options: FanOutOptions = 
         await sleep(Math.min(5000, 50 * 2 ** Math.min(failures, 7)));
         continue;
       }
-      if (read >= batchSize) continue;
+      if (read >= asked) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => { wake = undefined; resolve(); }, pollMs);
         wake = () => { clearTimeout(timer); wake = undefined; setTimeout(resolve, gatherMs); };
@@ -101,12 +105,22 @@ export interface IdleHint {
 const FULL_CHECK_EVERY_MS = 10_000;
 
 /**
+ * How many events the fan-out's next read asks for (`size`, at most `max`): fanOutBatch sets it from the largest event
+ * it read (nextReadSize). Before review 20 every read asked for 1,001 events whatever their size: a log of 1,000 bulk
+ * chunks of 256 KiB was one read, and a 192 MB heap ran out.
+ */
+export interface FanOutSizing {
+  size: number;
+  max: number;
+}
+
+/**
  * One batch; returns how many log events it read (0: nothing new, or another process holds the fan-out; more than
  * `batchSize`: more follow at once).
  * Only the last step is a transaction (the deliveries and the new checkpoint, together): an open transaction
  * would hold back every reader of the event log (readAll stops below the oldest running transaction).
  */
-export async function fanOutBatch(services: Services, batchSize: number, idle: IdleHint = {}): Promise<number> {
+export async function fanOutBatch(services: Services, batchSize: number, idle: IdleHint = {}, sizing?: FanOutSizing): Promise<number> {
   const { nothingAfter, since = 0 } = idle;
   if (nothingAfter !== undefined && Date.now() - since < FULL_CHECK_EVERY_MS && (await services.runner.reader.readAll(nothingAfter, 1)).events.length === 0) return 0;
   idle.nothingAfter = undefined;
@@ -116,6 +130,8 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     // the log as the projections read it: an event its schema refuses stops the fan-out only if it is one it fans out
     // or one its read models handle (`reads`)
     const whole = await readWholeUpserts(services.runner.reader, position, batchSize);
+    // an empty read says nothing of the events to come: the size stays
+    if (sizing && whole.batch.events.length > 0) sizing.size = nextReadSize(batchSize, largestEventEstimate(whole.batch.events), sizing.max);
     // such an event stops it just before it, or before its contact upsert (no client's webhook skipped or split);
     // others are passed over
     const batch = beforeUnreadable(whole.batch);

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
 import type { EventToAppend } from '../../src/ports/event-store';
-import { createTestDatabase, type TestDatabase } from '../support/db';
+import { createTestDatabase, eventLogReadable, type TestDatabase } from '../support/db';
 import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
 
 // Review 19: `switchboard events export` as an operator and an analytics job run it (built CLI, real Postgres):
@@ -36,6 +36,7 @@ d('review19: events export for operators and analytics', () => {
     for (let i = 0; i < N; i += 250) {
       await store.appendMany(Array.from({ length: 250 }, (_, k) => ({ streamId: `op-${i + k}`, events: [operator(1 + ((i + k) % 3), i + k + 1)], expected: 'no_stream' as const })));
     }
+    await eventLogReadable(db.pool); // another file's open transaction would hold the export back
   }, 120_000);
   afterAll(async () => {
     await db?.drop();

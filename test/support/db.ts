@@ -50,3 +50,21 @@ export async function createTestDatabase(options: { migrate?: boolean; poolSize?
     },
   };
 }
+
+/**
+ * Waits until every event committed so far is readable: below the log's horizon, the oldest transaction still running
+ * anywhere on the cluster (another test file's may be: a long insert). A one-shot `events export` writes what is
+ * readable now and ends (docs/event-log.md), so an export run at once after a suite's inserts, beside another
+ * file's open transaction, exported none of them.
+ */
+export async function eventLogReadable(pool: Pool, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await pool.query<{ ok: boolean }>(
+      `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint > coalesce((SELECT max(tx_id) FROM es.events), 0) AS ok`,
+    );
+    if (rows[0].ok) return;
+    if (Date.now() > deadline) throw new Error(`the event log was not readable within ${timeoutMs} ms: a transaction stays open on the cluster`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { type CliProcess, runCli, startServeOnAnyPort } from '../support/cli-process';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { describeWithBuiltCli, e2eServerEnv, freePort } from '../support/e2e-server';
+import { describeWithBuiltCli, e2eServerEnv } from '../support/e2e-server';
 import { sendsFixture, SHOP } from '../support/sends';
 
 // Review 15f: two built `serve` processes on one database. A is loaded with requests that take a lock the other
@@ -57,12 +57,14 @@ d('review 15f: a serve paused holding a lock the other serve waits for', () => {
     post(s, HOOKS, { url: `http://127.0.0.1:9/paused${hook++}`, event_types: ['message.delivered'] }, signal);
 
   async function startServe(name: string): Promise<Serve> {
-    const port = String(await freePort());
-    const env = e2eServerEnv({ dataDir, port, databaseUrl: db.url, logLevel: 'warn' }, {
+    const env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'warn' }, {
       PGAPPNAME: name, RATE_LIMIT_ENABLED: 'false', WEBHOOKS_ALLOW_HTTP: 'true', WEBHOOKS_ALLOW_PRIVATE_URLS: 'true',
       WEBHOOKS_MAX_ENDPOINTS_PER_COMPANY: '100000',
     });
-    const s = { proc: startCli(['serve'], env), url: `http://127.0.0.1:${port}` };
+    // on a port the system picks as it binds, its URL read from what it prints (a port found free first could be
+    // taken before the child bound it, and the readiness poll below then answered by another process)
+    const { serve: proc, url } = await startServeOnAnyPort(env);
+    const s = { proc, url };
     started.push(s);
     for (let i = 0; i < 600; i++) {
       if ((await fetch(`${s.url}/readyz`).then((r) => r.status, () => 0)) === 200) return s;

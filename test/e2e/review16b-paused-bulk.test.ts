@@ -2,9 +2,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { type CliProcess, runCli, startServeOnAnyPort } from '../support/cli-process';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // Review 16b: two built `serve` processes on one database and a fake Graph API run by the test. A bulk on a TIER_50
 // number (1.2 s spacing: a window of one recipient, claimed, then paced) is served by one of them, P, which is paused
@@ -33,16 +33,15 @@ d('review 16b: a serve paused holding a claimed bulk window', () => {
   const pids = new Map<string, number>();
 
   const startServe = async (name: string) => {
-    const port = String(await freePort());
-    const env = e2eServerEnv({ dataDir, port, databaseUrl: db.url, logLevel: 'warn' }, {
+    const env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'warn' }, {
       PGAPPNAME: name, RATE_LIMIT_ENABLED: 'false', PROVIDER: 'cloud-api', PROVIDER_BASE_URL: `http://127.0.0.1:${(graph.address() as { port: number }).port}`,
       PROVIDER_ACCESS_TOKEN: `token-${name}`,
     });
-    const p = startCli(['serve'], env);
+    // on a port the system picks as it binds, its URL read from what it prints (a port found free first could be
+    // taken before the child bound it)
+    const { serve: p, url } = await startServeOnAnyPort(env);
     started.push(p);
     pids.set(name, p.child.pid!);
-    const url = `http://127.0.0.1:${port}`;
-    expect(await p.untilOutput(`listening on ${url}`)).toBe(true);
     return { p, url };
   };
   const ownerName = (owner: string | null) => {

@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type ServerResponse, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { type CliProcess, runCli, startServeOnAnyPort } from '../support/cli-process';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { describeWithBuiltCli, e2eServerEnv, freePort } from '../support/e2e-server';
+import { describeWithBuiltCli, e2eServerEnv } from '../support/e2e-server';
 import { sendsFixture, SHOP } from '../support/sends';
 
 // Review 16b: two built `serve` processes on one database and a client webhook endpoint run by the test. The process
@@ -38,14 +38,13 @@ d('review 16b: a serve paused with a webhook request at the endpoint', () => {
     }
   };
   const startServe = async (name: string) => {
-    const port = String(await freePort());
-    const env = e2eServerEnv({ dataDir, port, databaseUrl: db.url, logLevel: 'warn' }, {
+    const env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'warn' }, {
       PGAPPNAME: name, RATE_LIMIT_ENABLED: 'false', WEBHOOKS_ALLOW_HTTP: 'true', WEBHOOKS_ALLOW_PRIVATE_URLS: 'true', SANDBOX_DELIVERY: 'off',
     });
-    const p = startCli(['serve'], env);
+    // on a port the system picks as it binds, its URL read from what it prints (a port found free first could be
+    // taken before the child bound it)
+    const { serve: p, url } = await startServeOnAnyPort(env);
     started.push(p);
-    const url = `http://127.0.0.1:${port}`;
-    expect(await p.untilOutput(`listening on ${url}`)).toBe(true);
     return { p, url };
   };
   const post = async (url: string, path: string, body: unknown) => {

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
-import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startServeOnAnyPort } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SHUTDOWN_DELAY_S (docs/core.md, "Runtime"): at SIGTERM, /readyz answers 503 at once while the API is still served
 // until the delay ends; then the stop goes on as without it, and the process exits 0.
@@ -29,14 +29,14 @@ d('serve: SIGTERM with SHUTDOWN_DELAY_S (built CLI)', () => {
   beforeAll(async () => {
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-shutdown-delay-'));
-    url = `http://127.0.0.1:${await freePort()}`;
     // 10 s: the readiness loop, a read and the check that the process still runs must all fall inside the delay,
     // also on a machine under load (3 s before: a read slowed past the delay's end would find the listener closed)
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, { SHUTDOWN_DELAY_S: '10' });
+    env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'info' }, { SHUTDOWN_DELAY_S: '10' });
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e shutdown delay').trim();
-    serve = startCli(['serve'], env);
-    await serve.untilOutput(`listening on ${url}`);
+    // on a port the system picks as it binds (PORT=0), its URL read from what it prints: a port found free first and
+    // bound by the child next could be taken in between
+    ({ serve, url } = await startServeOnAnyPort(env));
   }, TIMEOUT);
 
   afterAll(async () => {

@@ -3,8 +3,8 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
-import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startServeOnAnyPort } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SIGTERM while a bulk send dispatches and its client webhooks are being delivered (the built CLI; a fake Graph API
 // and a client webhook receiver, both a little slow, run by the test). After a restart the bulk finishes: the
@@ -52,8 +52,9 @@ d('serve: SIGTERM during a bulk dispatch and webhook deliveries (built CLI)', ()
     return { status: res.status, body: (await res.json()) as any };
   };
   const startServe = async () => {
-    serve = startCli(['serve'], env);
-    await serve.untilOutput(`listening on ${url}`);
+    // on a port the system picks as it binds, its URL read from what it prints (a port found free first could be
+    // taken before the child bound it): each start has its own URL
+    ({ serve, url } = await startServeOnAnyPort(env));
   };
   const until = async (what: string, done: () => boolean | Promise<boolean>) => {
     for (let i = 0; i < 1200; i++) {
@@ -77,8 +78,7 @@ d('serve: SIGTERM during a bulk dispatch and webhook deliveries (built CLI)', ()
     });
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-bulk-review4-'));
-    url = `http://127.0.0.1:${await freePort()}`;
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'warn' }, {
+    env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'warn' }, {
       PROVIDER: 'cloud-api',
       PROVIDER_BASE_URL: `http://127.0.0.1:${graph.port}`,
       PROVIDER_ACCESS_TOKEN: 'e2e-token',

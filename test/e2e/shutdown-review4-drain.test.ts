@@ -4,8 +4,8 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
-import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startServeOnAnyPort } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SIGTERM while single sends wait on the provider (the built CLI, PROVIDER=cloud-api against a fake Graph API that
 // answers only when the test says): every send in flight is answered 200 and its events are stored; a request that
@@ -104,16 +104,16 @@ d('serve: SIGTERM with sends in flight (built CLI, cloud-api provider)', () => {
     await provider.start();
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-drain-review4-'));
-    url = `http://127.0.0.1:${await freePort()}`;
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, {
+    env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'info' }, {
       PROVIDER: 'cloud-api',
       PROVIDER_BASE_URL: `http://127.0.0.1:${provider.port}`,
       PROVIDER_ACCESS_TOKEN: 'e2e-token',
     });
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e drain').trim();
-    serve = startCli(['serve'], env);
-    await waitFor('the listening line', () => serve.output().includes(`listening on ${url}`));
+    // on a port the system picks as it binds, its URL read from what it prints (a port found free first could be
+    // taken before the child bound it)
+    ({ serve, url } = await startServeOnAnyPort(env));
   }, TIMEOUT);
 
   afterAll(async () => {

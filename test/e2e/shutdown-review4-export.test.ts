@@ -3,8 +3,8 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
-import { describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, runCli, startServeOnAnyPort } from '../support/cli-process';
+import { describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // SIGTERM while an export page streams to a client that has stopped reading: the stop waits for the page up to the
 // HTTP drain deadline (20 s), then ends its connection and goes on with the rest of the graceful stop (workers,
@@ -29,8 +29,7 @@ d('serve: SIGTERM during an export stream read by a stalled client (built CLI)',
   beforeAll(async () => {
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-export-review4-'));
-    url = `http://127.0.0.1:${await freePort()}`;
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' });
+    env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'info' });
     cli('seed', FIXTURE);
     const text = 'x'.repeat(4000); // 4,000 lines of ~4 KB: a page far larger than the sockets' buffers
     const lines = Array.from({ length: ROWS }, (_, i) => JSON.stringify({
@@ -51,8 +50,9 @@ d('serve: SIGTERM during an export stream read by a stalled client (built CLI)',
 
   it('the stalled page is cut at the drain deadline and the rest of the stop runs (exit 0); the client sees no last chunk', async () => {
     const apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e export').trim();
-    serve = startCli(['serve'], env);
-    await serve.untilOutput(`listening on ${url}`);
+    // on a port the system picks as it binds, its URL read from what it prints (a port found free first could be
+    // taken before the child bound it)
+    ({ serve, url } = await startServeOnAnyPort(env));
 
     const client = connect(Number(new URL(url).port), '127.0.0.1');
     await new Promise((ok) => client.once('connect', ok));

@@ -4,6 +4,7 @@ import { seedFixture } from '../../src/commands/provisioning/seed';
 import type { BulkDispatcher as BulkDispatcherClass, BulkDispatcherOptions } from '../../src/workers/bulk-dispatcher';
 import { BULK_CO, bulkFixture, FakeClock, phones, RecordingProvider, sandbox, waitForBulk } from '../support/bulk';
 import { createTestApp } from '../support/services';
+import { waitUntil } from '../support/sends';
 
 // A cancel accepted by one process reaches the bulk dispatcher of another process mid-window. The dispatcher is
 // loaded in its own module registry (jest.isolateModules): its in-process signals (src/commands/bulk/signals.ts)
@@ -70,6 +71,9 @@ describe('bulk cancel across processes', () => {
     });
     return { list, bulkId: created.bulkId, atTen, release };
   };
+  /** the backend of a dispatcher's LISTEN connection (its listener's client, once LISTEN has been answered) */
+  const listenerPidOf = (d: BulkDispatcherClass) =>
+    (d as unknown as { cancels: { connection?: { processID?: number | null } } }).cancels.connection?.processID ?? undefined;
   const callsTo = (list: string[]) => provider.calls.filter((c) => list.includes(c.to)).length;
   const sendsTo = (list: string[]) => list.map((p) => provider.perRecipient.get(p) ?? 0);
   const workRows = async (bulkId: string) =>
@@ -126,10 +130,11 @@ describe('bulk cancel across processes', () => {
     remoteDispatcher();
     await atTen;
     // the listening connection is lost, and the cancel's flag is set meanwhile (its notification reached nobody)
-    const dropped = await t.db.pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN bulk%'`,
-    );
-    expect(dropped.rowCount).toBe(1);
+    // its backend found by pid, from the dispatcher's listener once it listens: found by its last statement (LISTEN
+    // ...), it was missed once the listener's heartbeat (SELECT 1, 15 s after it connected) had run
+    const listenerPid = await waitUntil(async () => listenerPidOf(running[0]), 30_000, "the dispatcher's LISTEN connection");
+    const dropped = await t.db.pool.query<{ ok: boolean }>('SELECT pg_terminate_backend($1) AS ok', [listenerPid]);
+    expect(dropped.rows).toEqual([{ ok: true }]);
     await t.db.pool.query('UPDATE bulk_work.jobs SET cancel_requested = true WHERE bulk_id = $1', [bulkId]);
     await until('the dispatcher noticed the cancel', () => logged.some((l) => l.bulkId === bulkId && /cancelled/.test(l.msg)));
 

@@ -10,7 +10,7 @@ import { createDeliveryBatchHandler } from '../../src/workers/delivery-consumer'
 import { sweepParkedStatuses } from '../../src/workers/parked-status-sweeper';
 import { createSendStatusApplier } from '../../src/workers/send-status-applier';
 import { createTestApp } from '../support/services';
-import { eventsOf, SHOP, sendsFixture, unix } from '../support/sends';
+import { eventsOf, SHOP, sendsFixture, unix, waitUntil } from '../support/sends';
 
 const PN = SHOP.number.phoneNumberId;
 const T1 = '2026-03-01T10:00:05.000Z';
@@ -60,17 +60,23 @@ describe('unknown-owner statuses of one consumer call (review 9)', () => {
   afterAll(async () => t?.close(), 60_000);
 
   it('an owner recorded during the wait: both statuses of its id applied in order, none parked', async () => {
-    const handle = createDeliveryBatchHandler(t.services, { parkUnknownOwners: true, ownerWaitMs: 5_000 });
+    // the send (its answer and its owner recorded) must fall inside the wait, however slow a loaded machine makes it:
+    // 30 s (5 s before, which a loaded CI machine outran: R9-RACE parked). The call lasts the whole wait (R9-NOBODY
+    // stays unknown), so the test takes about 30 s.
+    const handle = createDeliveryBatchHandler(t.services, { parkUnknownOwners: true, ownerWaitMs: 30_000 });
     const id = 'wamid.R9-RACE';
+    const ownerWaits = async () => (await t.services.metrics.deliveryOwnerWaits.get()).values.reduce((n, v) => n + v.value, 0);
+    const waitsBefore = await ownerWaits();
     const handled = handle([status(id, 'delivered', T1), status('wamid.R9-NOBODY', 'delivered', T1), status(id, 'read', T2)]);
-    await new Promise((r) => setTimeout(r, 100));
+    // the send once the handler waits (a 100-ms pause stood for this: a slower start found the owner at once)
+    await waitUntil(async () => (await ownerWaits()) > waitsBefore || undefined, 20_000, "the handler's wait for owners");
     await send('+5491155550901', id);
     expect((await handled).map((o) => o.kind)).toEqual(['ok', 'ok', 'ok']);
     await t.services.runner.waitFor(await t.services.store.headPosition());
     expect(await statusesOf(id)).toEqual(['delivered', 'read']);
     expect(await parked(id)).toEqual([]);
     expect(await parked('wamid.R9-NOBODY')).toEqual(['delivered']);
-  }, 60_000);
+  }, 120_000);
 
   it('a status parked in one call, its owner known by the next: the next status is parked behind it, the sweep applies both in order', async () => {
     const handle = createDeliveryBatchHandler(t.services, { parkUnknownOwners: true, ownerWaitMs: 50 });

@@ -26,6 +26,8 @@ function senderView(pool: Pool) {
   const watched = new WeakSet<PoolClient>();
   /** the connections this sender holds now (a pooled one may serve another sender later) */
   const held = new WeakSet<PoolClient>();
+  /** the held connections whose LISTEN has been answered (and no UNLISTEN since) */
+  const listening = new Set<PoolClient>();
   const reads: Array<{ matches: (text: string, values: unknown) => boolean; ran: () => void; gate: Promise<void> }> = [];
   const textOf = (q: unknown) => (typeof q === 'string' ? q : (q as { text?: string }).text ?? '');
   const view = new Proxy(pool, {
@@ -42,11 +44,26 @@ function senderView(pool: Pool) {
             watched.add(client);
             // registered before the sender's own listener: kept once the sender's has run
             client.on('notification', (msg) => held.has(client) && setImmediate(() => heard.push(msg)));
+            // which connection listens, from the statements it was sent (no other backend can ask Postgres that, and
+            // pg_stat_activity shows only the last statement: the listener's heartbeat, SELECT 1, replaces the LISTEN)
+            const query = client.query;
+            client.query = ((...args: unknown[]) => {
+              const result = (query as (...a: unknown[]) => unknown).apply(client, args);
+              const text = textOf(args[0]);
+              if (/^(UN)?LISTEN /.test(text) && result instanceof Promise) {
+                result.then(() => {
+                  if (text.startsWith('LISTEN ') && held.has(client)) listening.add(client);
+                  else listening.delete(client);
+                }, () => undefined);
+              }
+              return result;
+            }) as PoolClient['query'];
           }
           held.add(client);
           const release = client.release;
           client.release = (...args: Parameters<PoolClient['release']>) => {
             held.delete(client);
+            listening.delete(client);
             client.release = release;
             return release.apply(client, args);
           };
@@ -74,6 +91,11 @@ function senderView(pool: Pool) {
   return {
     pool: view,
     heard,
+    /** the backend of this sender's LISTEN connection, once LISTEN has been answered on it (committed: notifications reach it) */
+    listeningPid: async (): Promise<number | undefined> => {
+      const pids = [...listening].map((c) => (c as PoolClient & { processID?: number | null }).processID ?? undefined);
+      return pids.length === 1 ? pids[0] : undefined;
+    },
     /** the next new connection waits (a sender's first is its LISTEN connection) until `openConnections` */
     holdNextConnection: () => void (nextConnection = new Promise<void>((r) => (openNextConnection = r))),
     holdConnections: () => void (connections = new Promise<void>((r) => (openConnections = r))),
@@ -91,12 +113,6 @@ function senderView(pool: Pool) {
     },
   };
 }
-
-/** the backends LISTENing for endpoint changes, idle (the LISTEN committed: notifications reach them) */
-const listeningBackends = async (pool: Pool) =>
-  (await pool.query<{ pid: number }>(
-    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle' AND query LIKE 'LISTEN ${WEBHOOK_ENDPOINTS_CHANGED_CHANNEL}%'`,
-  )).rows.map((r) => r.pid);
 
 describe('webhook sender: endpoint changes and pauses from elsewhere', () => {
   let t: WebhookTestBed['t'];
@@ -126,7 +142,7 @@ describe('webhook sender: endpoint changes and pauses from elsewhere', () => {
     const sender = startWebhookSender({ ...t.services, pool: view.pool }, { pollMs: 10, endpointConcurrency: 4 });
     try {
       await waitUntil(async () => count(oldPath) === 4, 10_000, 'four requests in flight, the rest waiting in the lane');
-      const [listener] = await waitUntil(async () => ((await listeningBackends(t.db.pool)).length === 1 ? listeningBackends(t.db.pool) : undefined), 10_000, "the sender's LISTEN");
+      const listener = await waitUntil(view.listeningPid, 10_000, "the sender's LISTEN");
       // the connection is killed and cannot come back until the change is made: its notification is missed
       view.holdConnections();
       await t.db.pool.query('SELECT pg_terminate_backend($1)', [listener]);
@@ -166,7 +182,7 @@ describe('webhook sender: endpoint changes and pauses from elsewhere', () => {
     const endpointsRead = view.holdRead((text, values) => /webhooks\.endpoint_health/.test(text) && JSON.stringify(values).includes(ep.id));
     const sender = startWebhookSender({ ...t.services, pool: view.pool }, { pollMs: 10 });
     try {
-      await waitUntil(async () => (await listeningBackends(t.db.pool)).length === 1 || undefined, 10_000, "the sender's LISTEN");
+      await waitUntil(view.listeningPid, 10_000, "the sender's LISTEN");
       await queue(ep.id, 10, 'raced-');
       await endpointsRead.ran;
       expect((await patch(ep.id, { url: receiver.url(newPath) })).statusCode).toBe(200);
@@ -208,7 +224,7 @@ describe('webhook sender: endpoint changes and pauses from elsewhere', () => {
     const senderB = startWebhookSender({ ...t.services, pool: b.pool }, { pollMs: 10, endpointConcurrency: 1 });
     let senderA: ReturnType<typeof startWebhookSender> | undefined;
     try {
-      await waitUntil(async () => (await listeningBackends(t.db.pool)).length === 1 || undefined, 10_000, "B's LISTEN");
+      await waitUntil(b.listeningPid, 10_000, "B's LISTEN");
       await queue(ep.id, 5, 'sp-b');
       await waitUntil(async () => first, 10_000, "B's first request");
       // A: B's lane of the endpoint is full, so only A claims this one; it answers 429 with Retry-After: 3
@@ -281,7 +297,7 @@ describe('webhook sender: endpoint changes and pauses from elsewhere', () => {
     const b = senderView(t.db.pool);
     const senderB = startWebhookSender({ ...t.services, pool: b.pool }, { pollMs: 10 });
     try {
-      const [listener] = await waitUntil(async () => ((await listeningBackends(t.db.pool)).length === 1 ? listeningBackends(t.db.pool) : undefined), 10_000, "B's LISTEN");
+      const listener = await waitUntil(b.listeningPid, 10_000, "B's LISTEN");
       // B's connection is killed and cannot come back until A's 429 has paused the endpoint: B misses that notification
       b.holdConnections();
       await t.db.pool.query('SELECT pg_terminate_backend($1)', [listener]);
@@ -295,7 +311,7 @@ describe('webhook sender: endpoint changes and pauses from elsewhere', () => {
       }
       expect(b.heard.some((n) => n.channel === WEBHOOK_ENDPOINT_PAUSED_CHANNEL)).toBe(false);
       b.openConnections();
-      await waitUntil(async () => (await listeningBackends(t.db.pool)).length === 1 || undefined, 10_000, 'B listening again');
+      await waitUntil(async () => ((await b.listeningPid()) ?? listener) !== listener || undefined, 10_000, 'B listening again (a new connection)');
       await queue(ep.id, 3, 'mp-b');
       await waitUntil(async () => arrivals.filter((a) => a.id.startsWith('msg_mp-b')).length === 3 || undefined, 15_000, "B's three");
     } finally {

@@ -75,3 +75,25 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv, options: { cwd?
     },
   };
 }
+
+/** The line `serve` prints once it listens, with its URL. */
+export const SERVE_LISTENING_LINE = /^switchboard listening on (http:\/\/\S+) \(ready in /m;
+
+/**
+ * Starts `switchboard serve` (or `args`) on PORT=0, the system picking a free port as the server binds it, and waits
+ * for the URL it prints once it listens. It replaces a port taken by `freePort()` and handed to the child, which
+ * another process could bind in between (a port-reuse race). Throws (the process killed) if no URL is printed.
+ */
+export async function startServeOnAnyPort(
+  env: NodeJS.ProcessEnv, args: string[] = ['serve'], options: { cwd?: string; tries?: number } = {},
+): Promise<{ serve: CliProcess; url: string }> {
+  const serve = startCli(args, { ...env, PORT: '0' }, { cwd: options.cwd });
+  try {
+    const printed = await serve.until('it printed its URL', () => SERVE_LISTENING_LINE.test(serve.stdout()), options.tries);
+    if (!printed) throw new Error(`${args.join(' ')} printed no URL: ${serve.output()}`);
+  } catch (err) {
+    await serve.kill();
+    throw err;
+  }
+  return { serve, url: SERVE_LISTENING_LINE.exec(serve.stdout())![1] };
+}

@@ -203,12 +203,16 @@ export class LogTail {
         kept += this.sizes[i];
       }
       const drop = this.events.length - keep;
-      const dropped = this.events.splice(0, drop);
-      const droppedSizes = this.sizes.splice(0, drop);
-      for (const e of dropped) this.index.delete(e.position);
-      for (const size of droppedSizes) this.bytes -= size;
-      this.offset += dropped.length;
-      this.start = dropped[dropped.length - 1].position;
+      // nothing to drop when the tail is one event larger than the bound (regression review 21: the position of
+      // the last dropped event was read from none, and every read extending the tail threw)
+      if (drop > 0) {
+        const dropped = this.events.splice(0, drop);
+        const droppedSizes = this.sizes.splice(0, drop);
+        for (const e of dropped) this.index.delete(e.position);
+        for (const size of droppedSizes) this.bytes -= size;
+        this.offset += dropped.length;
+        this.start = dropped[dropped.length - 1].position;
+      }
     }
     return true;
   }

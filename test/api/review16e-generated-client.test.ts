@@ -205,7 +205,7 @@ describe('review 16e: a client generated from /openapi.json (openapi-typescript,
     writeFileSync(join(dir, 'client.mts'), PROGRAM);
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
     compiled = await typeCheck(dir);
-  }, 180_000);
+  }, 300_000);
   afterAll(async () => {
     await t?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -252,7 +252,7 @@ describe('review 16e: a client generated from /openapi.json (openapi-typescript,
     } finally {
       rmSync(other, { recursive: true, force: true });
     }
-  }, 120_000);
+  }, 300_000); // a type check: minutes on a loaded 2-core machine
 
   it('through openapi-fetch, the program gets the bodies its types promise from the real server', async () => {
     expect(compiled.status).toBe(0);

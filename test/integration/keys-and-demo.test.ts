@@ -1,6 +1,6 @@
 import { DomainError } from '../../src/commands/decider';
 import { seedDemo } from '../../src/commands/provisioning/demo';
-import { DEMO_COMPANY_ID } from '../../src/commands/provisioning/demo-fixture';
+import { blackFridayOf, DEMO_COMPANY_ID } from '../../src/commands/provisioning/demo-fixture';
 import { generateApiKey, issueApiKey, listKeys, revokeApiKey } from '../../src/commands/provisioning/keys';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { seedDemoOnFreshStart } from '../../src/cli/demo';
@@ -78,7 +78,7 @@ describe('API keys and the demo', () => {
       expect(new Set(fields.map((f) => f.fieldType))).toEqual(new Set(['string', 'text', 'textarea', 'int', 'float', 'email', 'url', 'date', 'datetime', 'time', 'selector', 'multiselector']));
       const hours = (await get('/api/v1/business-hours/', demo.key)).json();
       expect(hours.map((b: any) => b.schedules.map((s: any) => s.daysDisplay))).toEqual([
-        ['Monday to Friday', 'Saturday', `${new Date().getUTCFullYear()}-11-27`], ['Monday, Wednesday, Friday', 'Sunday'], ['Every day'],
+        ['Monday to Friday', 'Saturday', blackFridayOf(new Date().getUTCFullYear())], ['Monday, Wednesday, Friday', 'Sunday'], ['Every day'],
       ]);
     });
   });

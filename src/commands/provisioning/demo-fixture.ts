@@ -6,6 +6,13 @@ import type { FixtureInput } from './fixture';
 
 export const DEMO_COMPANY_ID = 990001;
 
+/** The day after November's fourth Thursday, as `YYYY-MM-DD`. */
+export function blackFridayOf(year: number): string {
+  const firstWeekday = new Date(Date.UTC(year, 10, 1)).getUTCDay();
+  const firstThursday = 1 + ((4 - firstWeekday + 7) % 7);
+  return `${year}-11-${String(firstThursday + 21 + 1).padStart(2, '0')}`;
+}
+
 export function buildDemoFixture(options: { key: string; now: Date; keyName?: string }): FixtureInput {
   const year = options.now.getUTCFullYear();
   const nextYear = year + 1;
@@ -92,7 +99,7 @@ export function buildDemoFixture(options: { key: string; now: Date; keyName?: st
             schedules: [
               { id: 1, days: [...weekdays], startTime: '10:00:00', finishAt: '19:00:00', isActive: true, description: 'Weekdays', specificDate: null },
               { id: 2, days: ['SATURDAY'], startTime: '10:00:00', finishAt: '14:00:00', isActive: true, description: 'Saturday morning', specificDate: null },
-              { id: 3, days: [], startTime: '09:00:00', finishAt: '21:00:00', isActive: true, description: 'Black Friday extended hours', specificDate: `${year}-11-27` },
+              { id: 3, days: [], startTime: '09:00:00', finishAt: '21:00:00', isActive: true, description: 'Black Friday extended hours', specificDate: blackFridayOf(year) },
             ],
           },
           {

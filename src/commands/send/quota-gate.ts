@@ -6,7 +6,9 @@
 // - Near it: the check and a reservation of the recipient are made under a transaction-scoped advisory lock per
 //   number; a reservation counts until the read model shows its recipient, or until it expires (a crashed
 //   request's does), and is deleted once its send is answered.
-// A recipient the number already sent to in the window uses no quota: admitted by the read alone.
+// A recipient the number already sent to in the window uses no quota: admitted by the read alone, when it stays in the
+// window until this send is recorded (a reservation's lifetime). One leaving it sooner is reserved like a new one, in
+// the slot it holds: else its slot, freed at the window's edge while its send is at the provider, went to another.
 // Bulk claims near the limit take the same lock and reserve their recipients in the same table, and count these
 // reservations (src/commands/bulk/work-claims.ts): single and bulk sends of a number share one accounting there.
 import { randomUUID } from 'node:crypto';
@@ -64,13 +66,24 @@ const GATE_SQL = `SELECT ${usedSql('$1', '$2', '$3', '$4')} AS used,
                        WHERE q.number_id = $1 AND q.recipient = r.recipient AND q.last_sent_at > $3)) AS reserved,
   (EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $1 AND q.recipient = $5 AND q.last_sent_at > $3)
    OR EXISTS (SELECT 1 FROM (${outcomeUnknownRecipientsSql('$1', '$3')}) u WHERE u.recipient = $5)) AS in_window,
+  (EXISTS (SELECT 1 FROM rm_accounts.quota_recipients q WHERE q.number_id = $1 AND q.recipient = $5 AND q.last_sent_at > $7)
+   OR EXISTS (SELECT 1 FROM (${outcomeUnknownRecipientsSql('$1', '$7')}) u WHERE u.recipient = $5)) AS stays_in_window,
   EXISTS (SELECT 1 FROM public.send_quota_reservations r WHERE r.number_id = $1 AND r.recipient = $5 AND ${liveReservation('r.expires_at', '$6')}) AS recipient_reserved`;
+
+/**
+ * The slot a recipient in the window holds now, which its new send carries over when it leaves the window before that
+ * send is recorded (reservation, not a second slot).
+ */
+const ownSlot = (read: GateRead): number => (read.in_window && !read.stays_in_window ? 1 : 0);
 
 interface GateRead {
   used: number;
   /** new recipients reserved by sends in flight (any process), not yet in the read model */
   reserved: number;
+  /** the recipient is in the window now (counted in `used`) */
   in_window: boolean;
+  /** ... and stays in it until this send is recorded (its reservation's lifetime from now): the send takes no room */
+  stays_in_window: boolean;
   recipient_reserved: boolean;
 }
 
@@ -140,8 +153,8 @@ export class SendQuotaGate {
   async admit(holds: QuotaHolds, check: QuotaCheck): Promise<QuotaRefusal | undefined> {
     holds.checked = true;
     const read = await this.read(this.pool, check);
-    if (read.in_window) return undefined;
-    const left = dailyLimitOf(check.tier) - read.used - read.reserved - this.countOf(check.numberId);
+    if (read.stays_in_window) return undefined;
+    const left = dailyLimitOf(check.tier) - read.used - read.reserved - this.countOf(check.numberId) + ownSlot(read);
     if (left > this.guardBelow) {
       this.inFlight.set(check.numberId, this.countOf(check.numberId) + 1);
       holds.counted.push(check.numberId);
@@ -198,8 +211,9 @@ export class SendQuotaGate {
     const locked = () => withTransaction(this.pool, async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [quotaLockKey(numberId)]);
       const read = await this.read(tx, check);
-      if (read.in_window) return 'free' as const;
-      const used = read.used + read.reserved + this.countOf(numberId);
+      if (read.stays_in_window) return 'free' as const;
+      // a recipient leaving the window before this send is recorded: reserved (counted by all once it has left), in its own slot
+      const used = read.used + read.reserved + this.countOf(numberId) - ownSlot(read);
       const dailyLimit = dailyLimitOf(check.tier);
       // another send in flight to the same new recipient: this one takes no more room
       if (!read.recipient_reserved && used >= dailyLimit) return { used, dailyLimit };
@@ -223,7 +237,10 @@ export class SendQuotaGate {
 
   private async read(db: Pool | PoolClient, { numberId, recipient, now }: QuotaCheck): Promise<GateRead> {
     const w = quotaWindow(now);
-    const r = await db.query<GateRead>({ name: 'send_quota_gate', text: GATE_SQL, values: [numberId, w.edgeMinute, w.start, w.edgeEnd, recipient, now] });
+    const staysAfter = new Date(w.start.getTime() + this.reservationTtlMs);
+    const r = await db.query<GateRead>({
+      name: 'send_quota_gate', text: GATE_SQL, values: [numberId, w.edgeMinute, w.start, w.edgeEnd, recipient, now, staysAfter],
+    });
     return r.rows[0];
   }
 

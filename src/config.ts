@@ -48,6 +48,21 @@ const wholeNumberExpected = (min: number, max: number): string => `a whole numbe
  */
 const MAX_EXPORTS_AT_ONCE = 100;
 
+/**
+ * The shortest ANONYMIZATION_SECRET a start takes, in characters. The export shows pairs of real and anonymized ids
+ * (`company_id` beside `client_id`), so a guess of the secret is checked offline; 8 characters of letters and digits
+ * are some 2.8e12 guesses (hours on one GPU), 16 are out of reach. Length is no proof of randomness: set 32 random
+ * bytes (docs/privacy.md, "ANONYMIZATION_SECRET").
+ */
+export const MIN_ANONYMIZATION_SECRET_CHARS = 16;
+
+/** Why ANONYMIZATION_SECRET is refused, or undefined; never its value. */
+export function anonymizationSecretProblem(secret: string): string | undefined {
+  const chars = [...secret].length;
+  if (chars >= MIN_ANONYMIZATION_SECRET_CHARS) return undefined;
+  return `too short (${chars} character${chars === 1 ? '' : 's'}, at least ${MIN_ANONYMIZATION_SECRET_CHARS}): the export's anonymized ids could be reversed by guessing it; set 32 random bytes, e.g. \`openssl rand -hex 32\` (changing it changes every exported id; docs/privacy.md)`;
+}
+
 /** The form of EVENTSTORE_URL, for messages (a server without TLS, as docker-compose.yml runs it). */
 export const EVENTSTORE_URL_FORM = 'esdb://host:2113?tls=false';
 
@@ -109,6 +124,8 @@ const configSchema = z
   })
   .superRefine((c, ctx) => {
     if (c.EVENT_STORE === 'esdb') checkEventStoreUrl(c.EVENTSTORE_URL, ctx);
+    const secretProblem = c.ANONYMIZATION_SECRET === undefined ? undefined : anonymizationSecretProblem(c.ANONYMIZATION_SECRET);
+    if (secretProblem) ctx.addIssue({ code: 'custom', path: ['ANONYMIZATION_SECRET'], message: secretProblem });
     if (c.DATABASE_URL) {
       for (const name of ['ANONYMIZATION_SECRET', 'API_KEY_PEPPER'] as const) {
         if (!c[name]) ctx.addIssue({ code: 'custom', path: [name], message: 'required when DATABASE_URL is set' });

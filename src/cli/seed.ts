@@ -21,9 +21,16 @@ async function readFixture(file: string): Promise<unknown> {
     // a file saved with a UTF-8 byte-order mark (Notepad, PowerShell 5's utf8), as import-messages reads it
     return JSON.parse(text.replace(/^\ufeff/, ''));
   } catch (err) {
-    throw new CliUsageError(`${file} is not JSON (${(err as Error).message}); ${FIXTURE_HELP}`);
+    throw new CliUsageError(`${file} is not JSON (${withoutQuotedText((err as Error).message)}); ${FIXTURE_HELP}`);
   }
 }
+
+/**
+ * JSON.parse's message without the text it quotes (`Unexpected token ',', ..."55551234"},,]" is not valid JSON`): a
+ * fixture holds customers' phone numbers and names, and the line goes to a terminal or a CI log. What is left names
+ * the fault (`Unexpected token ','`, `... at position 27`).
+ */
+const withoutQuotedText = (message: string): string => message.replace(/, (?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON$/, '');
 
 export function registerSeedCommands(program: Command): void {
   program

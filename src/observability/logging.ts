@@ -2,6 +2,7 @@
 // process is built with, the process's own (src/main.ts: workers, runner, start-up) and the HTTP listeners' (the
 // API app and a worker's ops listener), so all three redact and serialize alike.
 import { createHash } from 'node:crypto';
+import { isPossiblePhoneNumber } from 'libphonenumber-js/max';
 import pino, { type DestinationStream, type LoggerOptions } from 'pino';
 
 /** Request headers that carry a credential or a signature: never written to a log, wherever a header set is logged. */
@@ -78,8 +79,18 @@ export function serializeRequest(req: RequestLike): Record<string, unknown> {
  * `logRef(id)`, so the number is not there and the line can still be found from the id (docs/privacy.md).
  */
 const PROVIDER_MESSAGE_ID = /wamid\.[A-Za-z0-9_\-+=/]+/g;
-/** A phone number written with its `+` (7 digits or more: E.164 has up to 15, a mistyped one more), in a text. */
-const E164_IN_TEXT = /\+[0-9]{7,}/g;
+/**
+ * What may be a phone number written with its `+`: digits, in groups separated by one space, dash or dot, or by a
+ * parenthesized group (`+5491155550166`, `+49 151 2345 6789`, `+1-202-555-0123`, `+54 (9) 11 5555-0001`). Which
+ * of them are masked: `maskPhone`. Linear: each repetition starts with a character no digit run can take.
+ */
+const PHONE_CANDIDATE = /\+[0-9]+(?:(?:[ .-]| ?\([0-9]{1,4}\) ?)[0-9]+)*/g;
+/** Digits after a `+` masked without asking libphonenumber (E.164 has up to 15; a mistyped number more). */
+const MIN_PHONE_DIGITS = 7;
+const LEADING_DIGITS = /^\+[0-9]+/;
+const NOT_DIGITS = /[^0-9]/g;
+/** A candidate's last separator and group. */
+const LAST_GROUP = /(?:[ .-]| ?\([0-9]{1,4}\) ?)[0-9]+$/;
 /** The conversation of a customer's number with a business number, `msgapp-<phone_number_id>-<digits>` (no `+`). */
 const NUMBER_CONVERSATION = /(msgapp-[0-9]+-)[0-9]{7,}/g;
 export const PHONE_REDACTED = '+[phone]';
@@ -97,9 +108,53 @@ export function logRef(providerMessageId: string): string {
  */
 export function scrubLogLine(line: string): string {
   if (line.includes('wamid.')) line = line.replace(PROVIDER_MESSAGE_ID, logRef);
-  if (line.includes('+')) line = line.replace(E164_IN_TEXT, PHONE_REDACTED);
+  if (line.includes('+')) line = line.replace(PHONE_CANDIDATE, maskPhone);
   if (line.includes('msgapp-')) line = line.replace(NUMBER_CONVERSATION, `$1${PHONE_REDACTED.slice(1)}`);
   return line;
+}
+
+/**
+ * A candidate of PHONE_CANDIDATE as the line shows it: `+[phone]`, or as it was when it is no number or part of a
+ * longer word (`order+1234567`, `e+21`, base64 `ab+1234567Cd`: a letter or `_` before the `+`). Without
+ * separators, 7 digits or more are a number (a mistyped one too); with separators, the candidate must be a possible
+ * number for its country calling code (libphonenumber-js: `+1 2026-11-28` is not), else only its leading digits
+ * are judged. A last group glued to a word (`+49 151 2345 6789 2nd`) is left out of the number. libphonenumber-js
+ * is asked only for separated candidates of 7 digits or more: rare, and some 15 µs each (docs/privacy.md).
+ */
+function maskPhone(candidate: string, at: number, line: string): string {
+  if (!startsWord(line, at)) return candidate;
+  let end = candidate.length;
+  // the candidate ends a word, or its last group is cut off until it does (a separator is never a word character)
+  while (isWordChar(line.charCodeAt(at + end))) {
+    const cut = candidate.slice(0, end).search(LAST_GROUP);
+    if (cut < 0) return candidate;
+    end = cut;
+  }
+  return judgePhone(candidate.slice(0, end)) + candidate.slice(end);
+}
+
+function judgePhone(candidate: string): string {
+  const leading = LEADING_DIGITS.exec(candidate)![0];
+  if (leading.length === candidate.length) return leading.length - 1 >= MIN_PHONE_DIGITS ? PHONE_REDACTED : candidate;
+  if (candidate.replace(NOT_DIGITS, '').length >= MIN_PHONE_DIGITS && isPossiblePhoneNumber(candidate)) return PHONE_REDACTED;
+  return leading.length - 1 >= MIN_PHONE_DIGITS ? PHONE_REDACTED + candidate.slice(leading.length) : candidate;
+}
+
+/** A letter, digit or `_` (NaN, past the line's end, is not). */
+const isWordChar = (c: number): boolean => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95;
+
+/** An ASCII letter or `_`. */
+const isLetter = (c: number): boolean => (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95;
+
+/**
+ * Whether the `+` at `at` may begin a number: the line's start, a character before it that is no letter or `_` (a
+ * digit is allowed: `…301+549…` may be ids glued to a number), or a JSON escape (`\n+549…` is a new line of a
+ * message or stack; `\u0001+549…` a control character).
+ */
+function startsWord(line: string, at: number): boolean {
+  if (at === 0 || !isLetter(line.charCodeAt(at - 1))) return true;
+  if (at >= 2 && line.charCodeAt(at - 2) === 92 && 'nrtbf'.includes(line[at - 1])) return true;
+  return at >= 6 && line.charCodeAt(at - 6) === 92 && line[at - 5] === 'u';
 }
 
 const shared = (level: string): LoggerOptions => ({

@@ -190,7 +190,7 @@ describe('seedFixture', () => {
       }), 'companies[0].contacts[0].customFields[0].key: unknown custom field "plan" of list 12'],
       ['contact with a phone that is no number', mutate((d) => {
         d.companies[1].contacts = [{ contactListId: 21, phone: 'call me', createdAt: '2026-01-10T12:00:00Z' }];
-      }), 'companies[1].contacts[0].phone: "call me" is not a valid phone number'],
+      }), 'companies[1].contacts[0].phone: is not a valid phone number (7 characters, 0 digits)'],
       ['duplicate template id', mutate((d) => { d.companies[0].phoneNumbers[0].templates[1].id = 901; }), 'companies[0].phoneNumbers[0].templates[1].id: duplicate template id 901 (first at companies[0].phoneNumbers[0].templates[0].id)'],
       ['duplicate company id', mutate((d) => { d.companies[1].id = 101; }), 'companies[1].id: duplicate company id 101 (first at companies[0].id)'],
       ['duplicate branch id', mutate((d) => { d.companies[0].branches[1].id = 1; }), 'companies[0].branches[1].id: duplicate branch id 1 (first at companies[0].branches[0].id)'],

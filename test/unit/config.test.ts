@@ -35,13 +35,13 @@ describe('config', () => {
       PORT: '9000', HOST: '0.0.0.0', DATA_DIR: '/d', DATABASE_URL: 'postgres://x/y', EVENT_STORE: 'esdb',
       EVENTSTORE_URL: 'esdb://h:2113?tls=false', KAFKA_BROKERS: 'a:9092, b:9092', KAFKA_CLIENT_ID: 'c', PROVIDER: 'cloud-api',
       PROVIDER_BASE_URL: 'http://p', PROVIDER_API_VERSION: 'v1', PROVIDER_ACCESS_TOKEN: 't', PROVIDER_APP_SECRET: 's',
-      PROVIDER_VERIFY_TOKEN: 'v', SANDBOX_DELIVERY: 'off', ANONYMIZATION_SECRET: 'an', API_KEY_PEPPER: 'pe', API_KEY_PREFIX: 'abc', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_S: '20',
+      PROVIDER_VERIFY_TOKEN: 'v', SANDBOX_DELIVERY: 'off', ANONYMIZATION_SECRET: 'an-anonymization-secret', API_KEY_PEPPER: 'pe', API_KEY_PREFIX: 'abc', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_S: '20',
     });
     expect(c.http).toEqual({ port: 9000, host: '0.0.0.0', shutdownDelayMs: 20_000 });
     expect(c.eventStore).toEqual({ kind: 'esdb', url: 'esdb://h:2113?tls=false' });
     expect(c.kafka).toEqual({ brokers: ['a:9092', 'b:9092'], clientId: 'c' });
     expect(c.provider).toEqual({ kind: 'cloud-api', baseUrl: 'http://p', apiVersion: 'v1', accessToken: 't', appSecret: 's', verifyToken: 'v', sandboxDelivery: 'off' });
-    expect(c.secrets).toEqual({ anonymizationSecret: 'an', apiKeyPepper: 'pe' });
+    expect(c.secrets).toEqual({ anonymizationSecret: 'an-anonymization-secret', apiKeyPepper: 'pe' });
     expect(c.apiKeyPrefix).toBe('abc');
   });
 

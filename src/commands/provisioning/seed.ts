@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services';
-import { checkFixtureContacts, type FixtureContactsResult, seedFixtureContacts } from '../contact/fixture';
+import { checkFixtureContacts, FixtureContactsError, type FixtureContactsResult, seedFixtureContacts } from '../contact/fixture';
 import { type Decider, DomainError, fold } from '../decider';
 import { handleCommand } from '../handle';
 import type { Position } from '../../ports/event-store';
@@ -54,7 +54,7 @@ export async function seedFixture(services: Services, document: unknown, options
   const fixture = validated.fixture;
   // What the contacts feature checks on the document alone (phone numbers), before anything is appended.
   const contactIssues = fixture.companies.flatMap((c, ci) =>
-    checkFixtureContacts(c.contacts).map((p) => ({ path: `companies[${ci}].${p.path}`, message: p.message })));
+    checkFixtureContacts(c.contacts).map((p) => ({ path: `companies[${ci}].${p.path}`, message: withoutPhones(p.path, p.message, c.contacts) })));
   if (contactIssues.length) throw new FixtureError(contactIssues);
 
   // Read models must be current for the ownership checks.
@@ -107,12 +107,43 @@ export async function seedFixture(services: Services, document: unknown, options
   const contacts: FixtureContactsResult = { created: 0, changed: 0, unchanged: 0 };
   for (const c of fixture.companies) {
     if (c.contacts.length) progress(`seeding ${c.contacts.length} contacts of company ${c.id}`);
-    const r = await seedFixtureContacts(services, c.id, c.contacts, { actor: options.actor, correlationId });
+    const r = await seedFixtureContacts(services, c.id, c.contacts, { actor: options.actor, correlationId }).catch((err: unknown) => {
+      if (!(err instanceof FixtureContactsError)) throw err;
+      throw new FixtureContactsError(err.companyId, err.problems.map((p) => ({ path: p.path, message: withoutPhones(p.path, p.message, c.contacts) })));
+    });
     contacts.created += r.created;
     contacts.changed += r.changed;
     contacts.unchanged += r.unchanged;
   }
   return { companies: fixture.companies.length, appended, aggregates: steps.length, unchanged, contacts };
+}
+
+/**
+ * A problem's message about a fixture contact without the customer's phone number: `seed` prints it to an operator's
+ * terminal or a CI log (docs/provisioning.md). An invalid phone is described by its shape (`is not a valid phone
+ * number (7 characters, 0 digits)`): its path names the entry. Any other phone in the text, the fixture's as written
+ * or a stored one (`contact 9001 has the number +549…`), becomes `[phone]`.
+ */
+function withoutPhones(path: string, message: string, contacts: ReadonlyArray<{ phone: string }>): string {
+  const at = /^contacts\[(\d+)\]\.phone$/.exec(path);
+  const own = at ? contacts[Number(at[1])]?.phone : undefined;
+  if (own !== undefined && message === `${JSON.stringify(own)} is not a valid phone number`) {
+    return `is not a valid phone number (${phoneShape(own)})`;
+  }
+  let out = message;
+  for (const { phone } of contacts) if (phone.trim() !== '') out = out.split(JSON.stringify(phone)).join(PHONE_SHOWN);
+  return out.replace(PHONE_IN_TEXT, PHONE_SHOWN);
+}
+
+const PHONE_SHOWN = '[phone]';
+/** A number written with `+` (6 digits or more, separated or not), as a stored contact's is (`+5491155551234`). */
+const PHONE_IN_TEXT = /\+[0-9](?:[ .()-]?[0-9]){5,}/g;
+
+/** What a phone's text is like, without its digits: `7 characters, 0 digits`. */
+function phoneShape(text: string): string {
+  const chars = [...text].length;
+  const digits = text.replace(/\D/g, '').length;
+  return `${chars} character${chars === 1 ? '' : 's'}, ${digits} digit${digits === 1 ? '' : 's'}`;
 }
 
 /** The one-line summary the CLI prints. */

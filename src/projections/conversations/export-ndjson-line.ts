@@ -27,6 +27,42 @@ const L = {
   end: enc('}\n'),
 };
 
+/**
+ * How the text of a template the service sent begins in a row's `middle` (src/events/template-messages.ts records it
+ * as `[template <name> (<language>)] <variable>=<value>, …`; Postgres writes `content` after `agent`, and a `system`
+ * row has neither a display name nor an agent: this is its content).
+ */
+const SENT_TEMPLATE = '"content":{"type":"notification_template","text":"';
+const SENT_TEMPLATE_TEXT = '[template ';
+
+/**
+ * A sent template's text as the export shows it: `[template <name> (<language>)]`, without the variables' values
+ * (a customer's name, amounts, dates, links: personal data the export does not need; docs/privacy.md, "Export").
+ * The text is cut after its first `)]`, so no part of a value stays whatever a name or a value holds; the cut
+ * falls between two characters of the JSON string (neither `)` nor `]` is part of an escape). Any other row, or a
+ * text not in that form, is returned as it is.
+ */
+export function withoutTemplateValues(middle: string): string {
+  const at = middle.indexOf(SENT_TEMPLATE);
+  if (at < 0) return middle;
+  const text = at + SENT_TEMPLATE.length;
+  if (!middle.startsWith(SENT_TEMPLATE_TEXT, text)) return middle;
+  const end = closingQuote(middle, text);
+  const header = middle.indexOf(')]', text);
+  if (header < 0 || header >= end) return middle;
+  return middle.slice(0, header + 2) + middle.slice(end);
+}
+
+/** The position of the quote that closes the JSON string whose text starts at `from`. */
+function closingQuote(json: string, from: number): number {
+  for (let i = from; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c === 92) i++; // a backslash and the character it escapes
+    else if (c === 34) return i;
+  }
+  return json.length;
+}
+
 export class LineFormatter {
   private readonly anon: Anonymizers;
   /** per company: `,"metadata":{…}` for the current batch's exported_at */
@@ -49,7 +85,9 @@ export class LineFormatter {
       metadata = enc(`,"metadata":{"client_id":"${a.clientId}","company_id":${companyId},"exported_at":"${exportedAt}","schema_version":"${SCHEMA_VERSION}"}`);
       this.metadata.set(companyId, metadata);
     }
-    const middle = r[C.middle]!;
+    const authorType = r[C.authorType]!;
+    // only the service writes a sent template's text, as `system`
+    const middle = authorType === 'system' ? withoutTemplateValues(r[C.middle]!) : r[C.middle]!;
     const optional = r[C.optional]!;
     w.reserve(ROW_FIXED_BYTES + 3 * (middle.length + optional.length));
 
@@ -64,7 +102,6 @@ export class LineFormatter {
     w.bytes(L.direction);
     w.ascii(r[C.direction]!);
     w.bytes(L.authorType);
-    const authorType = r[C.authorType]!;
     w.ascii(authorType);
     w.bytes(L.authorId);
     const ref = r[C.authorRef];

@@ -1,10 +1,11 @@
 // The webhook log's retention (docs/webhooks.md, "Retention"): every 10 minutes, attempts logged and deliveries
 // finished (succeeded, failed or dropped) more than WEBHOOKS_RETENTION_DAYS ago are deleted, in batches, so the
-// outbox and its attempt log stay bounded however many events a company sends. Pending deliveries are never
-// deleted; then the attempt counts left at 0 (a deleted endpoint's), and the pending deliveries of deleted endpoints
-// left by a fan-out that raced the deletion are dropped. Any process may run it: a session advisory lock lets one
-// purge run at a time.
-import { dropOrphanedDeliveries, forgetEmptyAttemptCounts, purgeWebhookLog } from '../projections/webhooks/deliveries';
+// outbox and its attempt log stay bounded however many events a company sends; so are deliveries set aside (their
+// endpoint disabled and neither enabled again nor deleted) queued more than WEBHOOKS_RETENTION_DAYS ago (since
+// review 22: before, they were kept for good). Pending deliveries of enabled endpoints are never deleted; then the
+// attempt counts left at 0 (a deleted endpoint's), and the pending deliveries of deleted endpoints left by a fan-out
+// that raced the deletion are dropped. Any process may run it: a session advisory lock lets one purge run at a time.
+import { dropOrphanedDeliveries, forgetEmptyAttemptCounts, purgeExpiredSetAside, purgeWebhookLog } from '../projections/webhooks/deliveries';
 import type { Services } from '../services';
 import { withSessionLock } from '../shared/tx';
 import { startCronJob } from './cron-job';
@@ -27,6 +28,7 @@ export interface PurgeReport {
   /** another process was purging */
   skipped: boolean;
   attempts: number;
+  /** deliveries deleted: finished ones, and set-aside ones queued before the retention */
   deliveries: number;
   /** pending deliveries of deleted endpoints dropped */
   orphaned: number;
@@ -45,11 +47,12 @@ export async function purgeExpiredWebhookLog(
     const total = { attempts: 0, deliveries: 0 };
     for (;;) {
       const batch = await purgeWebhookLog(services.pool, before, batchSize);
+      const setAside = await purgeExpiredSetAside(services.pool, before, now, batchSize);
       total.attempts += batch.attempts;
-      total.deliveries += batch.deliveries;
+      total.deliveries += batch.deliveries + setAside;
       services.metrics.webhookLogPurged.labels('attempts').inc(batch.attempts);
-      services.metrics.webhookLogPurged.labels('deliveries').inc(batch.deliveries);
-      if ((batch.attempts < batchSize && batch.deliveries < batchSize) || stopping()) break;
+      services.metrics.webhookLogPurged.labels('deliveries').inc(batch.deliveries + setAside);
+      if ((batch.attempts < batchSize && batch.deliveries < batchSize && setAside < batchSize) || stopping()) break;
     }
     await forgetEmptyAttemptCounts(services.pool);
     const orphaned = await dropOrphanedDeliveries(services.pool, new Date(now.getTime() - ORPHAN_AFTER_MS), now, batchSize);

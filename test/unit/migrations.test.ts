@@ -7,7 +7,7 @@ describe('loadMigrations', () => {
   it('reads the versioned SQL files in order, one per version', () => {
     const versions = loadMigrations().map((m) => m.version);
     expect(versions).toEqual(versions.map((_, i) => i + 1));
-    expect(loadMigrations().at(-1)).toMatchObject({ version: 18, name: 'bulk_work_purge_indexes' });
+    expect(loadMigrations().at(-1)).toMatchObject({ version: 19, name: 'webhook_set_aside_retention' });
   });
 
   it('refuses two files of one version (a stale copy of a renamed migration), naming both', () => {

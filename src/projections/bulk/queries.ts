@@ -118,8 +118,14 @@ export async function listBulkSends(
   }
   const cond = where.join(' AND ');
   const count = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${S}.bulk_sends b WHERE ${cond}`, params);
+  // The page's ids first, skipping `offset` over the company's index entries (bulk_sends_company holds the order's
+  // columns: an index-only scan once the rows are all-visible), then only the page's rows read whole and joined.
+  // Before review 22 every skipped bulk was read whole (and, on the planner's bitmap plan, sorted: a deep page of
+  // 20,000 spilled 3 MB to disk). Same rows, same order.
   const rows = await pool.query(
-    `${SELECT_BULK} WHERE ${cond} ORDER BY b.created_at DESC, b.bulk_id LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+    `WITH page AS (SELECT b.bulk_id, b.created_at FROM ${S}.bulk_sends b WHERE ${cond}
+                    ORDER BY b.created_at DESC, b.bulk_id LIMIT $${params.length + 1} OFFSET $${params.length + 2})
+     ${SELECT_BULK} JOIN page ON page.bulk_id = b.bulk_id ORDER BY page.created_at DESC, page.bulk_id`,
     [...params, page.limit, page.offset],
   );
   return { count: count.rows[0].n, rows: rows.rows.map(toBulk) };

@@ -6,6 +6,9 @@ import type { ConversationEvent } from '../../events/conversations';
 import type { ProvisioningEvent } from '../../events/provisioning';
 import { normalizePhone } from '../../shared/phone';
 import { CONTACTS_CHANGED_CHANNEL, markChanging } from '../change-signals';
+import { HISTORY_CTES } from './field-history';
+
+export { FIELD_HISTORY_KEPT } from './field-history';
 
 export const CONTACTS_SCHEMA = 'rm_contacts';
 
@@ -33,8 +36,8 @@ async function signalled(tx: PoolClient, query: { name?: string; text: string; v
  * The contacts read model: contacts with their phone index and the phone claims (which contacts hold a number, as
  * the claim streams say), the company's contact lists and custom-field definitions (its own copy, fed by the
  * provisioning events, so the model is self-contained), each contact's current custom-field versions and their
- * history, and reply statistics from inbound messages (by phone and by contact id) for the lookup's hasReplied /
- * lastReplyAt / session window.
+ * recent history (the last FIELD_HISTORY_KEPT versions of each field), and reply statistics from inbound messages
+ * (by phone and by contact id) for the lookup's hasReplied / lastReplyAt / session window.
  *
  * `contacts.revision` is the revision of the last event of the contact's stream applied, so a contact row with its
  * field values is the contact's state at that revision: the upsert decides on it and appends with that expected
@@ -45,6 +48,9 @@ async function signalled(tx: PoolClient, query: { name?: string; text: string; v
  */
 export const contactsProjection: Projection = {
   name: 'contacts',
+  // not bumped for the bounded field history (review 22): a bump rebuilds the model at start, and contact upserts wait
+  // for it (503 after 10 s) for the whole replay; an upgraded model is trimmed by `projections rebuild contacts`, online
+  // (docs/contacts.md, "Field history")
   version: 2,
   schema: CONTACTS_SCHEMA,
   handles: [
@@ -106,6 +112,7 @@ export const contactsProjection: Projection = {
       set_at     timestamptz NOT NULL,
       PRIMARY KEY (company_id, contact_id, field_id)
     );
+    -- the last FIELD_HISTORY_KEPT versions of each field (since review 22; every version before)
     CREATE TABLE IF NOT EXISTS field_history (
       company_id integer     NOT NULL,
       contact_id integer     NOT NULL,
@@ -289,10 +296,7 @@ const BATCH_SQL = `
     SELECT * FROM unnest($27::integer[], $28::integer[], $29::integer[], $30::integer[], $31::jsonb[], $32::timestamptz[],
                          $33::timestamptz[], $34::text[])
              AS e(company_id, contact_id, field_id, version, value, expires_at, set_at, actor)
-  ), h AS (
-    INSERT INTO field_history (company_id, contact_id, field_id, version, value, expires_at, set_at, actor)
-    SELECT * FROM e ON CONFLICT DO NOTHING
-  ), fv AS (
+  )${HISTORY_CTES('$27::integer[]', '$28::integer[]')}, fv AS (
     INSERT INTO field_values (company_id, contact_id, field_id, version, value, expires_at, set_at)
     SELECT DISTINCT ON (company_id, contact_id, field_id) company_id, contact_id, field_id, version, value, expires_at, set_at
       FROM e ORDER BY company_id, contact_id, field_id, version DESC
@@ -421,10 +425,10 @@ async function applyOne(tx: PoolClient, event: RecordedEvent): Promise<void> {
       const value = e.type === 'CustomFieldValueSet' ? JSON.stringify(e.data.value) : null;
       const expiresAt = e.type === 'CustomFieldValueSet' ? e.data.expiresAt : null;
       await signalled(tx, {
-        text: `WITH h AS (
-                 INSERT INTO field_history (company_id, contact_id, field_id, version, value, expires_at, set_at, actor)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING
-               ), v AS (
+        text: `WITH e AS (
+                 SELECT $1::integer AS company_id, $2::integer AS contact_id, $3::integer AS field_id, $4::integer AS version,
+                        $5::jsonb AS value, $6::timestamptz AS expires_at, $7::timestamptz AS set_at, $8::text AS actor
+               )${HISTORY_CTES('ARRAY[$1::integer]', 'ARRAY[$2::integer]')}, v AS (
                  INSERT INTO field_values (company_id, contact_id, field_id, version, value, expires_at, set_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT (company_id, contact_id, field_id) DO UPDATE

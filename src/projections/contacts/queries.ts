@@ -295,7 +295,10 @@ export interface FieldHistoryEntry {
   actor: string;
 }
 
-/** Every version of a contact's custom fields (oldest first); the same history is in the event log. */
+/**
+ * The versions of a contact's custom fields the read model keeps, oldest first: the last FIELD_HISTORY_KEPT (10) of each
+ * field (src/projections/contacts/field-history.ts); every version is in the event log. No route reads it.
+ */
 export async function getFieldHistory(db: Pool, companyId: number, contactId: number, fieldId?: number): Promise<FieldHistoryEntry[]> {
   const r = await db.query<{ field_id: number; version: number; value: FieldScalar[] | null; expires_at: Date | null; set_at: Date; actor: string }>(
     `SELECT field_id, version, value, expires_at, set_at, actor FROM ${S}.field_history

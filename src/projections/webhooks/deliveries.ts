@@ -337,6 +337,27 @@ export async function purgeWebhookLog(db: Db, before: Date, limit: number): Prom
   return { attempts: attempts.rowCount ?? 0, deliveries: deliveries.rowCount ?? 0 };
 }
 
+/**
+ * One batch of the set-aside retention (docs/webhooks.md, "Retention"): deletes up to `limit` deliveries set aside
+ * (pending with no due time: their endpoint disabled, by the client, a 410 or 5 days of failures) whose event was
+ * queued before `before`, oldest first along the partial index deliveries_set_aside (migration 0019), so a batch
+ * reads the rows it deletes whatever the backlog. One still in a sender's hands (its claim's lease running by the
+ * caller's clock or Postgres's) is left to that sender's record; rows another transaction holds (a resume, a
+ * record) are skipped, never waited for, so the purge cannot deadlock with them.
+ */
+export async function purgeExpiredSetAside(db: Db, before: Date, now: Date, limit: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM webhooks.deliveries
+      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries
+                             WHERE status = 'pending' AND next_attempt_at IS NULL AND created_at < $1
+                               AND (claimed_until IS NULL OR ${passedByBothClocks('claimed_until', '$2')})
+                             ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+        AND status = 'pending' AND next_attempt_at IS NULL`,
+    [before, now, limit],
+  );
+  return rowCount ?? 0;
+}
+
 export interface DeliveryAttemptView {
   attemptId: number;
   deliveryId: string;

@@ -13,7 +13,7 @@ import { apiKeysProjection } from '../projections/apikeys/projection';
 import { registerAuth } from './auth';
 import { ApiError, fieldErrors, registerErrorHandling } from './errors';
 import { registerIdempotency, REPLAYED_HEADER } from './idempotency';
-import { answerClientError, answerConnect, answerUnsupportedExpectation, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
+import { answerClientError, answerConnect, answerUnsupportedExpectation, originFormOf, refuseEncodedBodies, requireHostHeader } from './protocol-guards';
 import { registerRateLimits } from './rate-limit';
 import { registerRoutes } from './routes';
 import { registerSharedRefusalDocs } from './shared-refusal-docs';
@@ -26,26 +26,49 @@ const NOT_UTF8_MESSAGE = 'request body is not valid UTF-8';
 const TOO_DEEP_MESSAGE = `nested too deeply (at most ${MAX_JSON_DEPTH} levels of objects and lists)`;
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024; // 1 MiB; send-bulk raises its own limit
+/** headers within it, and a connection silent for it is closed */
 export const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * The whole request, body included: a send-bulk body at its 32 MiB limit arrives in it at 0.28 MB/s (a 2.2 Mbit/s
+ * uplink); at 30 s it would need 1.1 MB/s.
+ */
+export const WHOLE_REQUEST_TIMEOUT_MS = 120_000;
+/**
+ * How often Node looks for requests past their timeouts. Its default (30 s) made a 30-s timeout 30 to 60 s; and the
+ * timeouts are given to Node's constructor (below), not set afterwards as fastify sets them: set afterwards, the
+ * headers timeout kept Node's 60 s (review 22, over a real socket).
+ */
+export const REQUEST_TIMEOUT_CHECK_MS = 5_000;
 
 export interface AppOptions {
   /** pino logger options, or false (tests) */
   logger?: boolean | object;
+  /** the time a request has to arrive whole (default WHOLE_REQUEST_TIMEOUT_MS; tests use a shorter one) */
+  requestTimeoutMs?: number;
 }
 
 /** The fastify app factory: tests build it and `inject` into it; `serve` listens. */
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
+  const requestTimeout = options.requestTimeoutMs ?? WHOLE_REQUEST_TIMEOUT_MS;
   const app = Fastify({
     logger: options.logger ?? false,
     bodyLimit: DEFAULT_BODY_LIMIT,
-    requestTimeout: REQUEST_TIMEOUT_MS,
+    requestTimeout,
     connectionTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: 10_000,
     // refuseWhileClosing answers instead, in the route's error shape (fastify's own 503 has a body of its own)
     return503OnClosing: false,
     clientErrorHandler: answerClientError,
     // a request without Host is refused by requireHostHeader (below), in the spec's shape
-    http: { requireHostHeader: false },
+    // and the request timeouts, given to Node's constructor (REQUEST_TIMEOUT_CHECK_MS)
+    http: {
+      requireHostHeader: false,
+      requestTimeout,
+      headersTimeout: Math.min(REQUEST_TIMEOUT_MS, requestTimeout),
+      connectionsCheckingInterval: Math.min(REQUEST_TIMEOUT_CHECK_MS, requestTimeout),
+    },
+    // `GET http://host/path` (absolute form, RFC 9112 section 3.2.2) is read as `/path` with that host (review 22)
+    rewriteUrl: originFormOf,
     // Per-request access logs are off (they cost ~15% of read throughput); errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: false },

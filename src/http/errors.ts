@@ -176,6 +176,8 @@ function databaseFailure(err: unknown, request: FastifyRequest): ApiError | unde
   return new ApiError(500, outcomeUnknownMessage(request));
 }
 
+const JSON_TYPE = 'application/json; charset=utf-8';
+
 /** The one root error handler: spec body shapes for 4xx; 5xx details are logged, never sent. */
 export function registerErrorHandling(app: FastifyInstance): void {
   const unavailableLogged = new LogThrottle(DATABASE_UNAVAILABLE_LOG_EVERY_MS);
@@ -200,7 +202,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
         reply.header('retry-after', String(READ_MODELS_RETRY_AFTER_S));
       }
       const s = apiError.shape ?? (apiError.fields ? shape : withoutFields(shape));
-      return reply.status(apiError.statusCode).send(errorBody(s, apiError));
+      // written as built, not through the route's response schema: a refusal in a shape the route does not declare
+      // (the Host guard's {error} on the bulk lists, which declared only {field: [...]} for 400) failed that
+      // serialization and became fastify's own 500 {"error":"Internal Server Error"} (review 22)
+      return reply.status(apiError.statusCode).type(JSON_TYPE).serializer(JSON.stringify).send(errorBody(s, apiError));
     }
     const plainOr = withoutFields(shape);
     const database = databaseFailure(err, request);

@@ -21,5 +21,18 @@ export function linkWith(request: FastifyRequest, changes: Record<string, string
     else params.set(name, value);
   }
   const s = params.toString();
-  return `${request.protocol}://${request.host}${path}${s ? `?${s}` : ''}`;
+  return `${request.protocol}://${hostOf(request)}${path}${s ? `?${s}` : ''}`;
+}
+
+/**
+ * The host the links name: the request's (its Host, or its absolute-form target's), else, when it has none (HTTP/1.0
+ * without Host, or `Host:` empty), the address and port the client connected to: the links were `http:///api/...`
+ * (review 22).
+ */
+function hostOf(request: FastifyRequest): string {
+  if (request.host !== '') return request.host;
+  const { localAddress, localPort } = request.socket;
+  if (!localAddress) return 'localhost';
+  const address = localAddress.includes(':') ? `[${localAddress}]` : localAddress;
+  return localPort ? `${address}:${localPort}` : address;
 }

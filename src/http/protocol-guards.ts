@@ -56,13 +56,45 @@ export function answerConnect(_request: IncomingMessage, socket: Duplex): void {
 /**
  * An HTTP/1.1 request without a Host header is 400 (RFC 9112, section 3.2), in the route's error shape: Node's own
  * check (turned off in the app factory) answers it with an empty body. So is one with more than one Host header
- * (the same section): Node keeps the first and drops the others, and a proxy in front may have read another.
+ * (the same section): Node keeps the first and drops the others, and a proxy in front may have read another. So is a
+ * Host that is no `host[:port]` (the same section: "a Host header field with an invalid field value"; review 22):
+ * `Host: a b`, `a"><x>`, `a@b`, `a/b?c` were taken, and the bulk lists' `next`/`previous` links were built from them.
+ * Counted in `rawHeaders`: a request in absolute form has its target's authority as its host (`originFormOf`).
  */
 export const requireHostHeader: onRequestHookHandler = (request, _reply, done) => {
-  if (hostHeadersIn(request.raw.rawHeaders) > 1) return done(new ApiError(400, 'the Host header must be sent once'));
-  if (request.raw.headers.host !== undefined || request.raw.httpVersion !== '1.1') return done();
+  const hosts = hostHeadersIn(request.raw.rawHeaders);
+  if (hosts > 1) return done(new ApiError(400, 'the Host header must be sent once'));
+  const host = request.raw.headers.host;
+  if (host !== undefined && !HOST.test(host)) return done(new ApiError(400, 'the Host header is not a valid host[:port]'));
+  if (hosts === 1 || request.raw.httpVersion !== '1.1') return done();
   done(new ApiError(400, 'the Host header is required'));
 };
+
+/**
+ * `uri-host [ ":" port ]` (RFC 9112, section 3.2; RFC 3986, section 3.2.2): an IP literal in brackets, or a reg-name
+ * (IPv4 included) of unreserved characters, percent-escapes and sub-delims; empty is allowed (section 3.2 asks for an
+ * empty Host when the target has no authority).
+ */
+const HOST = /^(?:\[[0-9A-Za-z:.%_~!$&'()*+,;=-]+\]|[0-9A-Za-z._~%!$&'()*+,;=-]*)(?::[0-9]*)?$/;
+
+/**
+ * A request target in absolute form (`GET http://host/path HTTP/1.1`), which a server must accept (RFC 9112, section
+ * 3.2.2): read as its origin form (`/path`), with the target's authority as the request's host, the received Host
+ * being ignored (the same section). The router already found such a route, but everything reading the URL did not:
+ * a bulk list's `next` link was `http://xhttp://y/...`, a known path asked with another method was 404, not 405, and
+ * the charset check did not see an `/api/` path (review 22). Other schemes are left as sent (404). Fastify's `rewriteUrl`.
+ */
+export function originFormOf(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  if (url.charCodeAt(0) === 47) return url; // '/': origin form, nearly every request
+  const absolute = ABSOLUTE_FORM.exec(url);
+  if (!absolute) return url;
+  req.headers.host = absolute[1];
+  const rest = url.slice(absolute[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
+const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)/i;
 
 /** How many Host headers `rawHeaders` (name, value, name, value, ...) holds: cheaper than `headersDistinct`, which copies every header. */
 function hostHeadersIn(rawHeaders: readonly string[]): number {
@@ -74,15 +106,20 @@ function hostHeadersIn(rawHeaders: readonly string[]): number {
 /**
  * Bodies are parsed as sent, as UTF-8 JSON: a compressed one (Content-Encoding gzip, br, ...) would be read as broken
  * JSON, and one declared in another charset (`charset=latin1`, `utf-16`) as broken text, its non-ASCII letters
- * stored as U+FFFD. Each is refused for what it is (415, the route's error shape); a body-less request's
- * Content-Encoding and charset are ignored. `charset=utf-8` (any case, quoted or not) is what JSON is (RFC 8259),
+ * stored as U+FFFD. Each is refused for what it is (415, the route's error shape), as is a transfer coding other
+ * than `chunked` (review 22); a body-less request's Content-Encoding and charset are ignored. `charset=utf-8` (any case, quoted or not) is what JSON is (RFC 8259),
  * and `us-ascii` is a part of it.
  * The charset is checked on the API's routes only: the provider's webhook ingress reads its bytes as it always has.
  */
 export const refuseEncodedBodies: onRequestHookHandler = (request, _reply, done) => {
   const coding = request.headers['content-encoding'];
-  const hasBody = request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0';
+  const transfer = request.headers['transfer-encoding'];
+  const hasBody = transfer !== undefined || (request.headers['content-length'] ?? '0') !== '0';
   if (!hasBody) return done();
+  // Node decodes `chunked` only: `Transfer-Encoding: gzip, chunked` handed the compressed bytes to the JSON parser
+  if (transfer !== undefined && transfer.trim().toLowerCase() !== 'chunked') {
+    return done(new ApiError(415, `Transfer-Encoding '${transfer.slice(0, 100)}' is not supported: send the body chunked or with a Content-Length, uncompressed`));
+  }
   if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
     return done(new ApiError(415, `Content-Encoding '${coding.slice(0, 100)}' is not supported: send the body uncompressed`));
   }

@@ -398,7 +398,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
         `page (default 1; past the last page: 404 {"detail": "Invalid page."}), page_size (default ${DEFAULT_PAGE_SIZE}, ` +
         `at most ${MAX_PAGE_SIZE}: larger values are clamped). next/previous are absolute URLs keeping the filters.`,
       querystring: listQuerySchema,
-      response: { 200: page(listItemSchema), 400: fieldErrorsSchema, ...keyRefusals, 404: detailErrorSchema },
+      response: { 200: page(listItemSchema), 400: fieldErrorsSchema.or(errorSchema), ...keyRefusals, 404: detailErrorSchema },
     },
     onRequest: auth,
   }, async (request) => {
@@ -421,7 +421,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
       tags: ['platform-templates'],
       operationId: 'getBulkSend', summary: 'A bulk send: status, counters, progress, remaining time estimate, creator',
       params: idParams,
-      response: { 200: detailSchema, 400: fieldErrorsSchema, ...keyRefusals, 404: detailErrorSchema },
+      response: { 200: detailSchema, 400: fieldErrorsSchema.or(errorSchema), ...keyRefusals, 404: detailErrorSchema },
     },
     onRequest: auth,
   }, async (request) => {
@@ -439,7 +439,7 @@ export function registerBulkRoutes(app: FastifyInstance, services: Services): vo
       description: `status filter: ${MESSAGE_STATUSES.join(', ')}. Paging as for the list.`,
       params: idParams,
       querystring: messagesQuerySchema,
-      response: { 200: page(messageItemSchema), 400: fieldErrorsSchema, ...keyRefusals, 404: detailErrorSchema },
+      response: { 200: page(messageItemSchema), 400: fieldErrorsSchema.or(errorSchema), ...keyRefusals, 404: detailErrorSchema },
     },
     onRequest: auth,
   }, async (request) => {

@@ -27,7 +27,7 @@ COPY --from=build --chown=node:node /app/dist ./dist
 RUN mkdir -p /app/.switchboard && chown node:node /app/.switchboard
 USER node
 EXPOSE 8080
-# Only meaningful for `serve`; the compose file disables it for `worker`.
+# For `serve`; the compose file gives `worker` its own check on WORKER_OPS_PORT (9464).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=6 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 ENTRYPOINT ["node", "dist/cli.js"]

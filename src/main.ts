@@ -258,7 +258,7 @@ export async function startRuntime(config: Config, role: Role, options: { logger
     cleanups.push(() => idempotencyPool.end());
     const onRetry = (err: unknown, step: string, attempt: number) => logger.warn({ err, step, attempt }, 'database unavailable during start-up; retrying');
     const database = config.databaseUrl ? postgresTarget(config.databaseUrl) : 'the embedded Postgres';
-    // a start waiting for another process's migrations says who holds their lock, at once and every 10 s
+    // a start waiting for another process's migrations says who holds their lock, after 10 s and every 10 s
     const onWaiting = (holder: MigrationsLockHolder | undefined, waitedMs: number) =>
       logger.warn({ holder, waitedMs }, 'waiting for the migrations lock, held by another session');
     await startupStep('database', database, () => retryTransient('migrations', () => migrate(pool, { onWaiting }), { onRetry, maxMs: waitMs }), waitMs);

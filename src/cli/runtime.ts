@@ -8,13 +8,16 @@ import { exitOnStopSignals } from './one-shot-signals';
 const NOTHING_CHANGED = 'nothing was changed';
 const FINISHED = 'the command had finished (its output is complete); only its stop was cut short';
 
+/** A one-shot command's configuration: logs at `warn` unless LOG_LEVEL says otherwise (a blank `LOG_LEVEL=` does not). */
+export const oneShotConfig = (env: NodeJS.ProcessEnv) => loadConfig({ ...env, LOG_LEVEL: env.LOG_LEVEL?.trim() || 'warn' });
+
 /**
  * Runs a one-shot CLI operation against the configured backends (no HTTP, no workers), then shuts down. SIGTERM or
  * SIGINT, from the start on, stops what was started and exits 143 or 130 after a line saying `interrupted` and
  * `left`: what an interruption leaves and what to do about it (one-shot-signals.ts).
  */
 export async function withCliRuntime<T>(fn: (services: Services) => Promise<T>, left: string = NOTHING_CHANGED): Promise<T> {
-  const config = loadConfig({ LOG_LEVEL: 'warn', ...process.env });
+  const config = oneShotConfig(process.env);
   // a one-shot command's stdout is its result (an export's NDJSON, a key): its log lines go to stderr
   const started = startRuntime(config, 'cli', { logger: createLogger(config, pino.destination({ dest: 2, sync: true })) });
   let stopped: Promise<void> | undefined;

@@ -14,7 +14,7 @@ export function registerServeCommands(program: Command): void {
     .action(() => run('serve'));
   program
     .command('worker')
-    .description('workers only (no HTTP): scale API and workers apart')
+    .description('workers only (no API; /healthz and /metrics on WORKER_OPS_PORT when set): scale API and workers apart')
     .action(() => run('worker'));
 }
 

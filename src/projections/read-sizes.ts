@@ -2,6 +2,7 @@
 // export` with its own budget): events may be MBs, so a read asks for as many as fit a byte budget, judged from the largest event of
 // the last read (docs/core.md, "Projections": the memory bound; review 20).
 import type { RecordedEvent } from '../ports/event-store';
+import { knownEventSizeOf } from '../shared/event-sizes';
 
 /**
  * About how many characters of JSON one read of the log may bring, for the readers of long stretches of it (a
@@ -23,12 +24,14 @@ export const nextReadSize = (size: number, largest: number, max: number, bytes =
   Math.max(1, Math.min(max, size * 2, Math.floor(bytes / Math.max(1, largest))));
 
 /**
- * About how many characters of JSON an event's data takes, without serializing it: every key and string counted,
- * an array of more than 3 items by its first, middle and last (times its length), so the work follows the event's
- * shape, not its size (a chunk of 1,000 recipients costs as much as one of 3). Metadata is small and not counted.
+ * About how many characters of JSON an event's data takes: exactly when its store said (knownEventSize, src/shared/event-sizes.ts), else
+ * estimated without serializing it: every key and string counted, an array of more than 3 items by its first, middle
+ * and last (times its length), so the work follows the event's shape, not its size (a chunk of 1,000 recipients
+ * costs as much as one of 3; one whose large recipient is none of those three is taken for much less than it is).
+ * Metadata is small and not counted.
  */
 export function eventSizeEstimate(e: RecordedEvent): number {
-  return jsonSizeEstimate(e.data);
+  return knownEventSizeOf(e) ?? jsonSizeEstimate(e.data);
 }
 
 function jsonSizeEstimate(v: unknown): number {
@@ -50,7 +53,7 @@ function jsonSizeEstimate(v: unknown): number {
 export function largestEventEstimate(events: readonly RecordedEvent[]): number {
   let largest = 0;
   for (let i = 0; i < events.length; i++) {
-    const size = jsonSizeEstimate(events[i].data);
+    const size = eventSizeEstimate(events[i]);
     if (size > largest) largest = size;
   }
   return largest;

@@ -30,6 +30,14 @@ export interface ProjectionRunnerOptions {
 }
 
 
+/**
+ * A projection's reads of the log: the size of those made for it alone (ReadSizing: behind or ahead of the tail),
+ * and `full`, its last read was full (more may follow at once: it reads on before sleeping).
+ */
+interface ProjectionReads extends ReadSizing {
+  full: boolean;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** how long a projection may go without persisting a checkpoint that only skipped events it does not handle */
@@ -62,10 +70,8 @@ export class ProjectionRunner {
   private readonly log: SharedLogReader;
   /** projections kicked while a batch was running: they look again before sleeping */
   private readonly kicked = new Set<string>();
-  /** projections whose last read was full (more may follow at once: they read on before sleeping) */
-  private readonly readFull = new Set<string>();
-  /** each projection's size of the reads made for it alone (SharedLogReader: behind or ahead of the tail) */
-  private readonly readSizes = new Map<string, ReadSizing>();
+  /** each projection's reads: their size (SharedLogReader), and whether the last was full */
+  private readonly reads = new Map<string, ProjectionReads>();
   private wakeScheduled = false;
   private readonly loops: Promise<void>[] = [];
   private running = false;
@@ -232,7 +238,7 @@ export class ProjectionRunner {
         continue;
       }
       // reads are sized by their events (SharedLogReader): a full one may hold fewer than batchSize
-      if (read > 0 && (read >= this.batchSize || this.readFull.has(p.name))) continue;
+      if (read > 0 && (read >= this.batchSize || this.reads.get(p.name)?.full)) continue;
       if (this.preopened.has(p.name)) continue; // the next batch's transaction is open: run it now
       if (this.kicked.delete(p.name)) continue;
       await new Promise<void>((resolve) => {
@@ -263,12 +269,11 @@ export class ProjectionRunner {
     const skipped = this.unpersisted.get(p.name);
     const sameWindow = skipped !== undefined && skipped.storedAt === cp.position;
     const from = sameWindow ? skipped.readTo : cp.position;
-    let sizing = this.readSizes.get(p.name);
-    if (!sizing) this.readSizes.set(p.name, (sizing = { size: 1 }));
-    const read = await this.log.readShared(from, sizing);
+    let reads = this.reads.get(p.name);
+    if (!reads) this.reads.set(p.name, (reads = { size: 1, full: false }));
+    const read = await this.log.readShared(from, reads);
     if (read.stale) this.kicked.add(p.name); // newer events may exist: look again before sleeping
-    if (read.full) this.readFull.add(p.name);
-    else this.readFull.delete(p.name);
+    reads.full = read.full;
     const batch = await this.beforeUnreadable(p, read.batch);
     const handled = batch.events.some((e) => appliesTo(p, e));
     const overdue = sameWindow && Date.now() - skipped.since >= CHECKPOINT_EVERY_MS;

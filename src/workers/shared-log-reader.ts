@@ -59,17 +59,18 @@ export class SharedLogReader {
         return { batch: extended, stale: false, full: extended.events.length >= this.batchSize || !t.complete };
       }
     }
-    const limit = sizing.size;
-    const batch = await this.readIntoTail(from, sizing);
+    // behind the tail: the events it dropped are read again, as many as fit RUNNER_READ_BYTES by the sizes it
+    // read them at (regression review 22: a size grown over small events brought a batch of large ones at once)
+    const limit = t.fitting(from, sizing.size, RUNNER_READ_BYTES);
+    const batch = await this.readIntoTail(from, sizing, limit);
     return { batch, stale: false, full: batch.events.length >= limit };
   }
 
   /**
-   * readAll from `from`, `sizing.size` events, offered to the tail (which keeps it when it continues or is ahead of
-   * what it holds); `sizing` (and the tail's own, when the tail kept it) sized from the largest event read.
+   * readAll from `from`, `limit` events (`sizing.size`), offered to the tail (which keeps it when it continues or is
+   * ahead of what it holds); `sizing` (and the tail's own, when the tail kept it) sized from the largest event read.
    */
-  private async readIntoTail(from: Position, sizing: ReadSizing): Promise<ReadAllBatch> {
-    const limit = sizing.size;
+  private async readIntoTail(from: Position, sizing: ReadSizing, limit = sizing.size): Promise<ReadAllBatch> {
     const epoch = this.readEpoch;
     const readAt = Date.now();
     const batch = await this.store.readAll(from, limit);
@@ -124,6 +125,11 @@ export class LogTail {
   /** position → index in `events` + offset */
   private readonly index = new Map<Position, number>();
   private offset = 0;
+  /**
+   * The positions and sizes of the events dropped last (oldest first, up to the tail's `start`; at most 4 batches):
+   * a projection left behind reads them again, sized by what they were (`fitting`). Cleared with a new tail.
+   */
+  private trail: { positions: Position[]; sizes: number[]; index: Map<Position, number>; offset: number } = emptyTrail();
   private start: Position | undefined;
   end: Position = START;
   epoch = -1;
@@ -163,6 +169,24 @@ export class LogTail {
   }
 
   /**
+   * How many of the next `limit` events after `from`, a position the tail dropped (its trail), fit `bytes` by the
+   * sizes it read them at (at least one); `limit` when `from` is not in the trail, or all the events it knows fit.
+   */
+  fitting(from: Position, limit: number, bytes: number): number {
+    const t = this.trail;
+    const at = t.index.get(from);
+    if (at === undefined) return limit;
+    let sum = 0;
+    let count = 0;
+    for (let j = at + 1 - t.offset; count < limit && j < t.sizes.length + this.sizes.length; j++, count++) {
+      const size = j < t.sizes.length ? t.sizes[j] : this.sizes[j - t.sizes.length];
+      if (count > 0 && sum + size > bytes) return count;
+      sum += size;
+    }
+    return limit;
+  }
+
+  /**
    * Takes a read's result (that asked for `limit` events; `sizes`: their eventSizeEstimate): extends the tail when it
    * continues it, starts a new tail when it is ahead of it.
    */
@@ -173,6 +197,7 @@ export class LogTail {
       this.bytes = 0;
       this.index.clear();
       this.offset = 0;
+      this.trail = emptyTrail();
       this.start = from;
       this.end = from;
       this.epoch = -1;
@@ -212,8 +237,27 @@ export class LogTail {
         for (const size of droppedSizes) this.bytes -= size;
         this.offset += dropped.length;
         this.start = dropped[dropped.length - 1].position;
+        this.keepInTrail(dropped, droppedSizes);
       }
     }
     return true;
   }
+
+  /** Adds the dropped events' positions and sizes to the trail, which keeps the newest 4 batches of them. */
+  private keepInTrail(dropped: readonly RecordedEvent[], sizes: readonly number[]): void {
+    const t = this.trail;
+    for (let i = 0; i < dropped.length; i++) {
+      t.index.set(dropped[i].position, t.offset + t.positions.length);
+      t.positions.push(dropped[i].position);
+      t.sizes.push(sizes[i]);
+    }
+    const over = t.positions.length - 4 * this.batchSize;
+    if (over > 0) {
+      for (const p of t.positions.splice(0, over)) t.index.delete(p);
+      t.sizes.splice(0, over);
+      t.offset += over;
+    }
+  }
 }
+
+const emptyTrail = () => ({ positions: [] as Position[], sizes: [] as number[], index: new Map<Position, number>(), offset: 0 });

@@ -65,7 +65,7 @@ export function startWebhookFanOut(services: Services, options: FanOutOptions = 
       let read = 0;
       const asked = sizing.size;
       try {
-        read = await fanOutBatch(services, asked, idle, sizing);
+        read = await fanOutBatch(services, sizing, idle);
         failures = 0;
       } catch (err) {
         failures++;
@@ -115,12 +115,14 @@ export interface FanOutSizing {
 }
 
 /**
- * One batch; returns how many log events it read (0: nothing new, or another process holds the fan-out; more than
- * `batchSize`: more follow at once).
+ * One batch of `size` events: a number, or the loop's FanOutSizing (`size.size` events, and the next read's size set
+ * from the largest of them). Returns how many log events it read (0: nothing new, or another process holds the
+ * fan-out; at least the size asked: more follow at once).
  * Only the last step is a transaction (the deliveries and the new checkpoint, together): an open transaction
  * would hold back every reader of the event log (readAll stops below the oldest running transaction).
  */
-export async function fanOutBatch(services: Services, batchSize: number, idle: IdleHint = {}, sizing?: FanOutSizing): Promise<number> {
+export async function fanOutBatch(services: Services, size: number | FanOutSizing, idle: IdleHint = {}): Promise<number> {
+  const batchSize = typeof size === 'number' ? size : size.size;
   const { nothingAfter, since = 0 } = idle;
   if (nothingAfter !== undefined && Date.now() - since < FULL_CHECK_EVERY_MS && (await services.runner.reader.readAll(nothingAfter, 1)).events.length === 0) return 0;
   idle.nothingAfter = undefined;
@@ -131,7 +133,7 @@ export async function fanOutBatch(services: Services, batchSize: number, idle: I
     // or one its read models handle (`reads`)
     const whole = await readWholeUpserts(services.runner.reader, position, batchSize);
     // an empty read says nothing of the events to come: the size stays
-    if (sizing && whole.batch.events.length > 0) sizing.size = nextReadSize(batchSize, largestEventEstimate(whole.batch.events), sizing.max);
+    if (typeof size !== 'number' && whole.batch.events.length > 0) size.size = nextReadSize(batchSize, largestEventEstimate(whole.batch.events), size.max);
     // such an event stops it just before it, or before its contact upsert (no client's webhook skipped or split);
     // others are passed over
     const batch = beforeUnreadable(whole.batch);

@@ -71,11 +71,18 @@ export const requireHostHeader: onRequestHookHandler = (request, _reply, done) =
 };
 
 /**
- * `uri-host [ ":" port ]` (RFC 9112, section 3.2; RFC 3986, section 3.2.2): an IP literal in brackets, or a reg-name
- * (IPv4 included) of unreserved characters, percent-escapes and sub-delims; empty is allowed (section 3.2 asks for an
- * empty Host when the target has no authority).
+ * `uri-host [ ":" port ]` (RFC 9112, section 3.2; RFC 3986, section 3.2.2): an IP literal in brackets (an IPv6 address,
+ * with a zone `%25...` or not, or `v<hex>.<...>`), or a reg-name (IPv4 included) of unreserved characters,
+ * percent-escapes (`%` and two hex digits) and sub-delims; empty is allowed (section 3.2 asks for an empty Host when
+ * the target has no authority), but not a port after no host (RFC 9110, section 4.2.1: an http authority with an
+ * empty host is invalid). Until regression review 23a any `%`, anything in brackets and `:8080` passed, and the page
+ * links built from them were no URLs (`http://a%zz/...`, `http://[zzz]/...`, `http://:8080/...`).
  */
-const HOST = /^(?:\[[0-9A-Za-z:.%_~!$&'()*+,;=-]+\]|[0-9A-Za-z._~%!$&'()*+,;=-]*)(?::[0-9]*)?$/;
+const PCT = '%[0-9A-Fa-f]{2}';
+const IPV6 = `[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%25(?:[0-9A-Za-z._~-]|${PCT})+)?`;
+const IPV_FUTURE = "[vV][0-9A-Fa-f]+\\.[0-9A-Za-z._~!$&'()*+,;=:-]+";
+const REG_NAME = `(?:[0-9A-Za-z._~!$&'()*+,;=-]|${PCT})`;
+const HOST = new RegExp(`^(?:(?:\\[(?:${IPV6}|${IPV_FUTURE})\\]|${REG_NAME}+)(?::[0-9]*)?)?$`);
 
 /**
  * A request target in absolute form (`GET http://host/path HTTP/1.1`), which a server must accept (RFC 9112, section

@@ -1,6 +1,7 @@
 import { DomainError } from '../commands/decider';
 import { FixtureContactsError } from '../commands/contact/fixture';
 import { FixtureError } from '../commands/provisioning/fixture';
+import { scrubLogLine } from '../observability/logging';
 
 /** An expected failure whose message was already printed: the command exits 1 without a stack trace. */
 export class CliFailure extends Error {
@@ -28,11 +29,11 @@ export async function exitOnFailure(action: () => Promise<unknown>): Promise<voi
 /**
  * Prints an expected failure (invalid document, broken rule) after `prefix` (the CLI's commands: `switchboard`, as
  * every user error, docs/install.md) and throws CliFailure; rethrows others. An invalid fixture: its problems one a
- * line under the first, then `nothing was appended`.
+ * line under the first, then `nothing was appended`. Masked as a log line is (`scrubLogLine`), as `cliFailureText` is.
  */
 export function failWith(prefix: string, err: unknown): never {
-  if (err instanceof FixtureError) process.stderr.write(`${prefix}: ${err.message}\nnothing was appended\n`);
-  else if (err instanceof FixtureContactsError || err instanceof DomainError) process.stderr.write(`${prefix}: ${err.message}\n`);
+  if (err instanceof FixtureError) process.stderr.write(scrubLogLine(`${prefix}: ${err.message}\nnothing was appended\n`));
+  else if (err instanceof FixtureContactsError || err instanceof DomainError) process.stderr.write(scrubLogLine(`${prefix}: ${err.message}\n`));
   else throw err;
   throw new CliFailure(err.message);
 }

@@ -2,6 +2,7 @@ import { inspect } from 'node:util';
 import { ConfigError, EVENTSTORE_URL_FORM } from '../config';
 import { EventLogAheadOfServerError, EventStoreUnreachableError } from '../main';
 import { isAccessRefused, NoAnswerError, StartupStepError } from '../shared/startup-step';
+import { scrubLogLine } from '../observability/logging';
 import { CliUsageError } from './failure';
 
 /** A start-up failure as the operator reads it: what went wrong, and what to do about it. */
@@ -185,16 +186,22 @@ export function startupFailureLine(problem: StartupProblem): string {
 
 /** Prints the line on stderr; with `debug`, the whole error (stack and causes) after it. */
 export function reportStartupFailure(err: unknown, debug: boolean, write: (text: string) => void = (t) => process.stderr.write(t)): void {
-  write(`${startupFailureLine(classifyStartupError(err))}\n`);
-  if (debug) write(`${inspect(err, { depth: 6 })}\n`);
+  write(`${scrubLogLine(startupFailureLine(classifyStartupError(err)))}\n`);
+  if (debug) write(`${scrubLogLine(inspect(err, { depth: 6 }))}\n`);
 }
 
 /**
  * What a one-shot command prints when it fails: a mistake in its arguments or input as its message, an invalid
  * configuration or a failed start (database, data folder, event store) as the start-up line with its fix, as `serve`; anything else is a fault
- * of the service and keeps its stack trace. With `debug`, every failure is followed by the whole error.
+ * of the service and keeps its stack trace. With `debug`, every failure is followed by the whole error. Phone numbers
+ * written with `+` and provider message ids are masked as in a log line (`scrubLogLine`, docs/privacy.md): an
+ * unexpected error's message can hold a customer's number (a stream id `contactphone-12-+549…`).
  */
 export function cliFailureText(err: unknown, debug: boolean): string {
+  return scrubLogLine(failureText(err, debug));
+}
+
+function failureText(err: unknown, debug: boolean): string {
   const details = debug ? `\n${inspect(err, { depth: 6 })}` : '';
   if (err instanceof CliUsageError) return `switchboard: ${err.message}${details}`;
   if (err instanceof ConfigError || err instanceof StartupStepError || err instanceof EventStoreUnreachableError || err instanceof EventLogAheadOfServerError) {

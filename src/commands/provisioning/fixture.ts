@@ -360,6 +360,7 @@ function checkReferences(f: Fixture, prefix: string): FixtureIssue[] {
         if (s.specificDate === null && s.days.length === 0) add([...p, 'days'], 'a weekly schedule (specificDate null) needs at least one day');
         if (s.specificDate !== null && s.days.length > 0) add([...p, 'days'], 'a specific-date schedule has no days (use [])');
         if (new Set(s.days).size !== s.days.length) add([...p, 'days'], 'days must be distinct');
+        if (s.startTime === s.finishAt) add([...p, 'finishAt'], `${EMPTY_RANGE(s.startTime)}; a whole day is 00:00:00 to 23:59:59`);
       });
     });
 
@@ -374,6 +375,9 @@ function checkReferences(f: Fixture, prefix: string): FixtureIssue[] {
       }
       if (!h.hasCustomHours && (h.startTime !== null || h.finishAt !== null)) {
         add([...p, h.startTime !== null ? 'startTime' : 'finishAt'], 'only a holiday with hasCustomHours has startTime/finishAt (use null)');
+      }
+      if (h.hasCustomHours && h.startTime !== null && h.startTime === h.finishAt) {
+        add([...p, 'finishAt'], `${EMPTY_RANGE(h.startTime)}; a day closed throughout has hasCustomHours false`);
       }
     });
 
@@ -414,6 +418,9 @@ function checkReferences(f: Fixture, prefix: string): FixtureIssue[] {
   });
   return issues;
 }
+
+/** A range of opening hours from a time to the same time is open for no time at all (docs/provisioning.md). */
+const EMPTY_RANGE = (time: string): string => `must differ from startTime (both ${time}: the range is empty)`;
 
 /** What auth accepts as key text (see src/http/auth.ts): no whitespace, at most 512 characters. */
 const isKeyText = (key: string): boolean => key.length <= 512 && !/\s/.test(key);

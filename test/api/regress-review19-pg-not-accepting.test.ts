@@ -4,25 +4,12 @@
 // server error" again. Postgres's ErrorResponse also names the routine that raised it, never translated: the refusal
 // is CheckMyDatabase's, a statement's 55000 (currval before nextval) another's. Provoked for real (a real server's
 // refusal and routine); the translated one from a loopback socket that answers pg's startup as such a server does.
-import { randomBytes } from 'node:crypto';
-import { type AddressInfo, createServer, type Server } from 'node:net';
-import { Client, Pool } from 'pg';
-import { isDatabaseUnavailable, isDatabaseUnreachable, isLostConnection } from '../../src/shared/retry';
+import type { Socket } from 'node:net';
+import { Pool } from 'pg';
+import { failureClasses as classes, failureOf as failureOfPool, withLoopbackServer, withScratchDatabase } from '../support/pg-failures';
 
-const classes = (err: unknown) => ({ unreachable: isDatabaseUnreachable(err), lost: isLostConnection(err), unavailable: isDatabaseUnavailable(err) });
-
-const failureOf = async (url: string, sql = 'SELECT 1'): Promise<any> => {
-  const pool = new Pool({ connectionString: url, connectionTimeoutMillis: 10_000 });
-  pool.on('error', () => undefined);
-  try {
-    await pool.query(sql);
-    return undefined;
-  } catch (err) {
-    return err;
-  } finally {
-    await pool.end().catch(() => undefined);
-  }
-};
+const failureOf = (url: string, sql = 'SELECT 1'): Promise<any> =>
+  failureOfPool(new Pool({ connectionString: url, connectionTimeoutMillis: 10_000 }), sql);
 
 /** An ErrorResponse (protocol 3.0) with the given fields, as a backend sends it at startup. */
 function errorResponse(fields: Record<string, string>): Buffer {
@@ -34,65 +21,39 @@ function errorResponse(fields: Record<string, string>): Buffer {
 }
 
 describe('regression review 19: a database not accepting connections, whatever the language of its server', () => {
-  let server: Server | undefined;
-  afterEach(async () => {
-    await new Promise<void>((ok) => (server ? server.close(() => ok()) : ok()));
-    server = undefined;
-  });
-
   it("a real server's refusal is CheckMyDatabase's (the routine the classification reads), a statement's 55000 another routine's", async () => {
-    const admin = new Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await admin.connect();
-    const db = `rr19_${randomBytes(4).toString('hex')}`;
-    await admin.query(`CREATE DATABASE ${db}`);
-    try {
-      await admin.query(`ALTER DATABASE ${db} ALLOW_CONNECTIONS false`);
-      const url = new URL(process.env.TEST_DATABASE_URL!);
-      url.pathname = `/${db}`;
-      const err = await failureOf(url.toString());
+    await withScratchDatabase('rr19', async ({ name, url, admin }) => {
+      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+      const err = await failureOf(url);
       expect([err.code, err.routine]).toEqual(['55000', 'CheckMyDatabase']);
       expect(classes(err)).toEqual({ unreachable: true, lost: true, unavailable: true });
       const currval = await admin.query('CREATE TEMP SEQUENCE rr19_seq').then(() => admin.query(`SELECT currval('rr19_seq')`)).then(() => undefined, (e) => e);
       expect(currval.code).toBe('55000');
       expect(currval.routine).not.toBe('CheckMyDatabase');
       expect(classes(currval)).toEqual({ unreachable: false, lost: false, unavailable: false });
-    } finally {
-      await admin.query(`DROP DATABASE ${db}`);
-      await admin.end();
-    }
+    });
   });
 
   it('a database left invalid (an interrupted DROP DATABASE): 55000 at connect from another routine, not an outage (an operator\'s to mend)', async () => {
-    const admin = new Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await admin.connect();
-    const db = `rr19_${randomBytes(4).toString('hex')}`;
-    await admin.query(`CREATE DATABASE ${db}`);
-    try {
-      await admin.query('UPDATE pg_database SET datconnlimit = -2 WHERE datname = $1', [db]); // how Postgres marks it invalid
-      const url = new URL(process.env.TEST_DATABASE_URL!);
-      url.pathname = `/${db}`;
-      const err = await failureOf(url.toString());
+    await withScratchDatabase('rr19', async ({ name, url, admin }) => {
+      await admin.query('UPDATE pg_database SET datconnlimit = -2 WHERE datname = $1', [name]); // how Postgres marks it invalid
+      const err = await failureOf(url);
       expect([err.code, err.routine]).toEqual(['55000', 'InitPostgres']);
       expect(classes(err)).toEqual({ unreachable: false, lost: false, unavailable: false });
-    } finally {
-      await admin.query(`DROP DATABASE ${db}`);
-      await admin.end();
-    }
+    });
   });
 
   it.each([
     ['es', 'la base de datos «sb» no acepta conexiones en este momento'],
     ['de', 'Datenbank »sb« akzeptiert gegenwärtig keine Verbindungen'],
   ])('the refusal written in %s (lc_messages): unreachable, as in English', async (_lang, message) => {
-    server = createServer((socket) => {
+    const refuse = (socket: Socket) => {
       socket.once('data', () => {
         // the startup message read: refused as CheckMyDatabase refuses it (severity, code, text, file, line, routine)
         socket.end(errorResponse({ S: 'FATAL', V: 'FATAL', C: '55000', M: message, F: 'postinit.c', L: '379', R: 'CheckMyDatabase' }));
       });
-      socket.on('error', () => undefined);
-    });
-    await new Promise<void>((ok) => server!.listen(0, '127.0.0.1', ok));
-    const err = await failureOf(`postgres://u:p@127.0.0.1:${(server.address() as AddressInfo).port}/sb`);
+    };
+    const err = await withLoopbackServer(refuse, (port) => failureOf(`postgres://u:p@127.0.0.1:${port}/sb`));
     expect([err.code, err.message, err.routine]).toEqual(['55000', message, 'CheckMyDatabase']);
     expect(classes(err)).toEqual({ unreachable: true, lost: true, unavailable: true });
   });

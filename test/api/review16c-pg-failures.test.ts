@@ -7,32 +7,14 @@ import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { type AddressInfo, createServer } from 'node:net';
 import { Client, Pool } from 'pg';
-import { isDatabaseUnavailable, isDatabaseUnreachable, isLostConnection } from '../../src/shared/retry';
+import { freePort } from '../support/e2e-server';
+import { failureClasses as classes, failureOf, withLoopbackServer, withScratchDatabase } from '../support/pg-failures';
 import { waitUntil } from '../support/sends';
 
 describe('review16c: how pg and pg-pool report an unavailable Postgres (real servers and sockets)', () => {
-  const failureOf = async (pool: Pool, sql = 'SELECT 1'): Promise<any> => {
-    pool.on('error', () => undefined);
-    try {
-      await pool.query(sql);
-      return undefined;
-    } catch (err) {
-      return err;
-    } finally {
-      await pool.end().catch(() => undefined);
-    }
-  };
-  const freePort = () => new Promise<number>((ok) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => ok(port));
-    });
-  });
-  const classes = (err: unknown) => ({ unreachable: isDatabaseUnreachable(err), lost: isLostConnection(err), unavailable: isDatabaseUnavailable(err) });
-
   it('refused (nothing listens): ECONNREFUSED, unreachable', async () => {
+    // a port found free first, on purpose: the test needs one that nothing listens on
     const err = await failureOf(new Pool({ connectionString: `postgres://u:p@127.0.0.1:${await freePort()}/x`, connectionTimeoutMillis: 5000 }));
     expect([err.code, err.syscall]).toEqual(['ECONNREFUSED', 'connect']);
     expect(classes(err)).toEqual({ unreachable: true, lost: true, unavailable: true });
@@ -45,15 +27,10 @@ describe('review16c: how pg and pg-pool report an unavailable Postgres (real ser
   });
 
   it("a new connection's timeout (a server that never answers): unreachable, not a lost connection", async () => {
-    const silent = createServer(() => undefined);
-    await new Promise<void>((ok) => silent.listen(0, '127.0.0.1', ok));
-    try {
-      const err = await failureOf(new Pool({ connectionString: `postgres://u:p@127.0.0.1:${(silent.address() as AddressInfo).port}/x`, connectionTimeoutMillis: 300 }));
-      expect(err.message).toBe('Connection terminated due to connection timeout');
-      expect(classes(err)).toEqual({ unreachable: true, lost: false, unavailable: true });
-    } finally {
-      silent.close();
-    }
+    const err = await withLoopbackServer(() => undefined, (port) =>
+      failureOf(new Pool({ connectionString: `postgres://u:p@127.0.0.1:${port}/x`, connectionTimeoutMillis: 300 })));
+    expect(err.message).toBe('Connection terminated due to connection timeout');
+    expect(classes(err)).toEqual({ unreachable: true, lost: false, unavailable: true });
   });
 
   it("the pool's checkout timeout (every client busy): unreachable, not a lost connection", async () => {
@@ -91,37 +68,23 @@ describe('review16c: how pg and pg-pool report an unavailable Postgres (real ser
   });
 
   it('a database that does not allow connections (ALTER DATABASE ... ALLOW_CONNECTIONS false): 55000 at connect, unreachable (and tried again); 55000 of a statement is neither', async () => {
-    const admin = new Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await admin.connect();
-    const db = `r16c_${randomBytes(4).toString('hex')}`;
-    await admin.query(`CREATE DATABASE ${db}`);
-    try {
-      await admin.query(`ALTER DATABASE ${db} ALLOW_CONNECTIONS false`);
-      const url = new URL(process.env.TEST_DATABASE_URL!);
-      url.pathname = `/${db}`;
-      const err = await failureOf(new Pool({ connectionString: url.toString() }));
-      expect([err.code, err.message]).toEqual(['55000', `database "${db}" is not currently accepting connections`]);
+    await withScratchDatabase('r16c', async ({ name, url, admin }) => {
+      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+      const err = await failureOf(new Pool({ connectionString: url }));
+      expect([err.code, err.message]).toEqual(['55000', `database "${name}" is not currently accepting connections`]);
       expect(classes(err)).toEqual({ unreachable: true, lost: true, unavailable: true });
       // the same SQLSTATE raised by a statement is the statement's error (a bug to see), not an outage
       const currval = await admin.query('CREATE TEMP SEQUENCE r16c_seq').then(() => admin.query(`SELECT currval('r16c_seq')`)).then(() => undefined, (e) => e);
       expect(currval.code).toBe('55000');
       expect(classes(currval)).toEqual({ unreachable: false, lost: false, unavailable: false });
-    } finally {
-      await admin.query(`DROP DATABASE ${db}`);
-      await admin.end();
-    }
+    });
   });
 
   it('a server that accepts and closes at once: "Connection terminated unexpectedly", the same words as a lost one', async () => {
-    const closing = createServer((s) => s.destroy());
-    await new Promise<void>((ok) => closing.listen(0, '127.0.0.1', ok));
-    try {
-      const err = await failureOf(new Pool({ connectionString: `postgres://u:p@127.0.0.1:${(closing.address() as AddressInfo).port}/x`, connectionTimeoutMillis: 5000 }));
-      expect(err.message).toBe('Connection terminated unexpectedly');
-      expect(classes(err)).toEqual({ unreachable: false, lost: true, unavailable: true });
-    } finally {
-      closing.close();
-    }
+    const err = await withLoopbackServer((s) => s.destroy(), (port) =>
+      failureOf(new Pool({ connectionString: `postgres://u:p@127.0.0.1:${port}/x`, connectionTimeoutMillis: 5000 })));
+    expect(err.message).toBe('Connection terminated unexpectedly');
+    expect(classes(err)).toEqual({ unreachable: false, lost: true, unavailable: true });
   });
 
   it('a backend terminated under a statement: 57P01, lost; a statement error is neither', async () => {
@@ -179,6 +142,7 @@ describe('review16c: how pg and pg-pool report an unavailable Postgres (real ser
       await server.stop().catch(() => {});
       rmSync(databaseDir, { recursive: true, force: true });
       process.stdout.write(JSON.stringify(failure));`;
+    // its port found free first: postgres takes no port 0 (nor would it say which one it picked)
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script, String(await freePort())], { cwd: join(__dirname, '..', '..'), timeout: 60_000 });
     const err = JSON.parse(stdout);
     expect(err).toEqual({ code: '57P03', message: 'the database system is shutting down' });

@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, startServeOnAnyPort } from '../support/cli-process';
+import { BUILT_CLI as CLI, describeWithBuiltCli, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // The built program, as an operator runs it: `switchboard serve` with no configuration but a data dir.
 
@@ -11,9 +12,9 @@ function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return env;
 }
 
-async function waitHealthy(url: string, child: ChildProcess, output: () => string): Promise<void> {
+async function waitHealthy(url: string, serve: CliProcess): Promise<void> {
   for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode}: ${output()}`);
+    if (serve.child.exitCode !== null) throw new Error(`serve exited with ${serve.child.exitCode}: ${serve.output()}`);
     try {
       const res = await fetch(`${url}/healthz`);
       if (res.status === 200) return;
@@ -22,18 +23,16 @@ async function waitHealthy(url: string, child: ChildProcess, output: () => strin
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`serve did not become healthy: ${output()}`);
+  throw new Error(`serve did not become healthy: ${serve.output()}`);
 }
 
-function startServe(dataDir: string, port: number) {
-  let out = '';
-  const child = spawn(process.execPath, [CLI, 'serve'], { env: cleanEnv({ DATA_DIR: dataDir, PORT: String(port) }), stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  return { child, output: () => out };
-}
+/**
+ * `serve` on PORT=0: the system picks a free port as it binds, the URL read from the line it prints (a port found free
+ * first could be taken before the child bound it). Each start has its own URL.
+ */
+const startServe = (dataDir: string) => startServeOnAnyPort(cleanEnv({ DATA_DIR: dataDir }));
 
-async function stop(server: { child: ChildProcess; output: () => string }): Promise<number | null> {
+async function stop(server: CliProcess): Promise<number | null> {
   const { child } = server;
   const code = await new Promise<number | null>((ok) => {
     if (child.exitCode !== null) return ok(child.exitCode);
@@ -56,11 +55,10 @@ d('switchboard serve (built CLI, embedded default)', () => {
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it('starts with no configuration, answers /healthz and /readyz, shuts down cleanly, and keeps its data across a restart', async () => {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const first = startServe(dataDir, port);
+    const { serve: first, url } = await startServe(dataDir);
     try {
-      await waitHealthy(url, first.child, first.output);
+      await waitHealthy(url, first);
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       expect(first.output()).toContain(`switchboard listening on ${url}`);
       const ready = await fetch(`${url}/readyz`);
       expect(ready.status).toBe(200);
@@ -76,9 +74,9 @@ d('switchboard serve (built CLI, embedded default)', () => {
     expect(events.status).toBe(0);
     const before = events.stdout.trim().split('\n').filter(Boolean).length;
 
-    const second = startServe(dataDir, port);
+    const { serve: second, url: secondUrl } = await startServe(dataDir);
     try {
-      await waitHealthy(url, second.child, second.output);
+      await waitHealthy(secondUrl, second);
     } finally {
       expect(await stop(second)).toBe(0);
     }

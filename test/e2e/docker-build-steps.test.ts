@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { EXAMPLE } from '../support/provisioning';
-import { freePort } from '../support/e2e-server';
+import { SERVE_LISTENING_LINE } from '../support/cli-process';
 
 // The Dockerfile's build without a Docker engine (scripts/docker-steps.mjs): a clean copy of what it COPYs, its RUN
 // steps (npm ci, build, prune), then the runtime stage's tree started the way the image starts it, as a non-root
@@ -71,11 +71,16 @@ function startImage(result: StepsResult, env: Record<string, string>, args?: str
   return { child, output: () => out, exited };
 }
 
-async function waitHealthy(url: string, app: App): Promise<void> {
+/**
+ * Waits for the URL serve prints once it listens (it is started on PORT=0: the system picks the port as it binds; a
+ * port found free first could be taken before the child bound it) and a 200 from its /healthz there: the URL.
+ */
+async function waitHealthy(app: App): Promise<string> {
   for (let i = 0; i < 600; i++) {
     if (app.child.exitCode !== null) throw new Error(`serve exited with ${app.child.exitCode}: ${app.output()}`);
-    const res = await fetch(`${url}/healthz`).catch(() => undefined);
-    if (res?.status === 200) return;
+    const url = SERVE_LISTENING_LINE.exec(app.output())?.[1];
+    const res = url === undefined ? undefined : await fetch(`${url}/healthz`).catch(() => undefined);
+    if (url !== undefined && res?.status === 200) return url;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`serve did not become healthy: ${app.output()}`);
@@ -140,10 +145,8 @@ describe('the Dockerfile build steps, run without Docker', () => {
   it('the pruned tree serves the API as a non-root user against DATABASE_URL: health, readiness, an authenticated read', async () => {
     const db = await createTestDatabase({ migrate: false }); // the image migrates it
     dbs.push(db);
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
     const dataDir = dataDirFor(out);
-    const env = { HOME: join(dataDir, '..'), HOST: '127.0.0.1', PORT: String(port), DATA_DIR: dataDir, DATABASE_URL: db.url, ...SECRETS };
+    const env = { HOME: join(dataDir, '..'), HOST: '127.0.0.1', PORT: '0', DATA_DIR: dataDir, DATABASE_URL: db.url, ...SECRETS };
     const fixture = join(out, 'example-fixture.json');
     cpSync(join(ROOT, 'test/fixtures/example-fixture.json'), fixture);
     chmodSync(fixture, 0o644);
@@ -154,7 +157,7 @@ describe('the Dockerfile build steps, run without Docker', () => {
     const serve = startImage(built.result!, env);
     let code: number | null;
     try {
-      await waitHealthy(url, serve);
+      const url = await waitHealthy(serve);
       expect(await (await fetch(`${url}/healthz`)).json()).toEqual({ status: 'ok' });
       const ready = await fetch(`${url}/readyz`);
       expect({ status: ready.status, body: await ready.json() }).toEqual({
@@ -202,13 +205,11 @@ describe('the Dockerfile build steps, run without Docker', () => {
   });
 
   it('with no DATABASE_URL the image runs embedded Postgres as its non-root user in DATA_DIR (a quick `docker run` trial)', async () => {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
     const dataDir = dataDirFor(out, 'embedded');
-    const serve = startImage(built.result!, { HOME: join(dataDir, '..'), HOST: '127.0.0.1', PORT: String(port), DATA_DIR: dataDir });
+    const serve = startImage(built.result!, { HOME: join(dataDir, '..'), HOST: '127.0.0.1', PORT: '0', DATA_DIR: dataDir });
     let code: number | null;
     try {
-      await waitHealthy(url, serve);
+      const url = await waitHealthy(serve);
       const ready = await fetch(`${url}/readyz`);
       expect({ status: ready.status, body: await ready.json() }).toEqual({
         status: 200, body: { status: 'ready', checks: { database: 'ok', eventStore: 'ok' } },
@@ -242,7 +243,7 @@ describe('the Dockerfile build steps, run without Docker', () => {
       const steps = await runDockerSteps(context, broken);
       expect({ code: steps.code, stderr: steps.stderr }).toEqual({ code: 0, stderr: '' }); // tsc finds its types in the build stage
       expect(existsSync(join(steps.result!.appDir, 'node_modules/commander'))).toBe(false);
-      const serve = startImage(steps.result!, { HOST: '127.0.0.1', PORT: String(await freePort()), DATA_DIR: dataDirFor(broken), ...SECRETS });
+      const serve = startImage(steps.result!, { HOST: '127.0.0.1', PORT: '0', DATA_DIR: dataDirFor(broken), ...SECRETS });
       expect(await serve.exited).toBe(1);
       expect(serve.output()).toContain("Cannot find module 'commander'");
     } finally {

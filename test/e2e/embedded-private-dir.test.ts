@@ -1,9 +1,10 @@
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { SYSTEM_EMBEDDED_DIR, systemClusterDir } from '../../src/adapters/postgres/embedded-location';
-import { BUILT_CLI as CLI, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { SERVE_LISTENING_LINE } from '../support/cli-process';
+import { BUILT_CLI as CLI, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // Issue #14: as root, with DATA_DIR or the project itself under a private (0700) folder such as /root, the built
 // `switchboard serve` on the embedded default becomes healthy and keeps its data, without loosening that folder.
@@ -15,19 +16,23 @@ interface Serve {
   output(): string;
 }
 
-function startServe(cli: string, dataDir: string, port: number): Serve {
+// serve on PORT=0: the system picks the port as it binds (a port found free first could be taken before the child bound
+// it); waitHealthy reads its URL from the line it prints
+function startServe(cli: string, dataDir: string): Serve {
   let out = '';
-  const child = spawn(process.execPath, [cli, 'serve'], { env: cleanEnv({ DATA_DIR: dataDir, PORT: String(port) }), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cli, 'serve'], { env: cleanEnv({ DATA_DIR: dataDir, PORT: '0' }), stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   return { child, output: () => out };
 }
 
-async function waitHealthy(url: string, serve: Serve): Promise<void> {
+/** Waits for the URL `serve` prints once it listens and a 200 from its /healthz there: the URL. */
+async function waitHealthy(serve: Serve): Promise<string> {
   for (let i = 0; i < 600; i++) {
     if (serve.child.exitCode !== null) throw new Error(`serve exited with ${serve.child.exitCode}: ${serve.output()}`);
-    const res = await fetch(`${url}/healthz`).catch(() => undefined);
-    if (res?.status === 200) return;
+    const url = SERVE_LISTENING_LINE.exec(serve.output())?.[1];
+    const res = url === undefined ? undefined : await fetch(`${url}/healthz`).catch(() => undefined);
+    if (url !== undefined && res?.status === 200) return url;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`serve did not become healthy: ${serve.output()}`);
@@ -62,18 +67,23 @@ d('switchboard serve as root, embedded default, under a private folder', () => {
     const dataDir = join(privateDir, 'data');
     const clusterDir = systemClusterDir(join(realpathSync(privateDir), 'data'));
     try {
-      const port = await freePort();
-      const url = `http://127.0.0.1:${port}`;
-      const first = startServe(CLI, dataDir, port);
+      const first = startServe(CLI, dataDir);
       let key: string;
       let accounts: unknown;
       try {
-        await waitHealthy(url, first);
+        const url = await waitHealthy(first);
         expect((await fetch(`${url}/readyz`)).status).toBe(200);
         expect(first.output()).toContain(`embedded Postgres runs from ${clusterDir} (the postgres OS user, which runs Postgres for root, cannot reach ${realpathSync(dataDir)})`);
 
         // `demo` attaches to the running serve's relocated cluster (same DATA_DIR) and issues a key there.
-        const demo = spawnSync(process.execPath, [CLI, 'demo'], { env: cleanEnv({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' }), encoding: 'utf8' });
+        // run without blocking this process: spawnSync held the event loop while the server closed the idle keep-alive
+        // connection of the /readyz fetch, and the next fetch reused it ("other side closed")
+        const demo = await new Promise<{ status: number | null; stdout: string }>((ok) => {
+          const c = spawn(process.execPath, [CLI, 'demo'], { env: cleanEnv({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'inherit'] });
+          let stdout = '';
+          c.stdout!.on('data', (d) => (stdout += d));
+          c.on('close', (status) => ok({ status, stdout }));
+        });
         expect(demo.status).toBe(0);
         key = /sbk_[0-9a-f]+/.exec(demo.stdout)![0];
         const res = await fetch(`${url}/api/v1/business-accounts/`, { headers: { 'X-API-Key': key } });
@@ -90,9 +100,9 @@ d('switchboard serve as root, embedded default, under a private folder', () => {
       expect(modeOf(dirname(clusterDir))).toBe(0o755);
       expect(statSync(dirname(clusterDir)).uid).toBe(0);
 
-      const second = startServe(CLI, dataDir, port);
+      const second = startServe(CLI, dataDir);
       try {
-        await waitHealthy(url, second);
+        const url = await waitHealthy(second);
         const again = await fetch(`${url}/api/v1/business-accounts/`, { headers: { 'X-API-Key': key } });
         expect(again.status).toBe(200);
         expect(await again.json()).toEqual(accounts);
@@ -127,17 +137,15 @@ d('switchboard serve as root, embedded default, under a private folder', () => {
       const version = (JSON.parse(readFileSync(join(packaged, '../package.json'), 'utf8')) as { version: string }).version;
       const copied = join(SYSTEM_EMBEDDED_DIR, `${process.platform}-${process.arch}-${version}`);
 
-      const port = await freePort();
-      const url = `http://127.0.0.1:${port}`;
       let out = '';
       const child = spawn(process.execPath, [join(project, 'dist/cli.js'), 'serve'], {
-        cwd: project, env: cleanEnv({ PORT: String(port), ...(dataInProject ? {} : { DATA_DIR: dataDir }) }), stdio: ['ignore', 'pipe', 'pipe'],
+        cwd: project, env: cleanEnv({ PORT: '0', ...(dataInProject ? {} : { DATA_DIR: dataDir }) }), stdio: ['ignore', 'pipe', 'pipe'],
       });
       child.stdout!.on('data', (chunk) => (out += chunk));
       child.stderr!.on('data', (chunk) => (out += chunk));
       const serve: Serve = { child, output: () => out };
       try {
-        await waitHealthy(url, serve);
+        const url = await waitHealthy(serve);
         expect((await fetch(`${url}/readyz`)).status).toBe(200);
         const dataReason = dataInProject ? `the postgres OS user, which runs Postgres for root, cannot reach ${realpathSync(dataDir)}; ` : '';
         expect(serve.output()).toContain(`embedded Postgres runs from ${clusterDir} (${dataReason}`

@@ -1,11 +1,12 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { signWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, startServeOnAnyPort } from '../support/cli-process';
+import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // A keyed send survives `kill -9` (docs/sends.md, "Idempotent sends"): the built server with PROVIDER=cloud-api
 // against a fake Graph API run by the test (the outside provider's only fake). The fake records the send and the
@@ -68,7 +69,7 @@ d('keyed send across kill -9 of the server (built CLI, cloud-api provider)', () 
   let env: NodeJS.ProcessEnv;
   let url: string;
   let apiKey: string;
-  let server: { child: ChildProcess; output: () => string } | undefined;
+  let server: CliProcess | undefined;
 
   const cli = (...args: string[]) => {
     const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
@@ -76,19 +77,20 @@ d('keyed send across kill -9 of the server (built CLI, cloud-api provider)', () 
     return r.stdout;
   };
 
+  // on a port the system picks as it binds (PORT=0), its URL read from what it prints (a port found free first could be
+  // taken before the child bound it): each start has its own URL
   const startServe = async () => {
-    let out = '';
-    const child = spawn(process.execPath, [CLI, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (x) => (out += x));
-    child.stderr!.on('data', (x) => (out += x));
-    server = { child, output: () => out };
+    const started = await startServeOnAnyPort(env);
+    server = started.serve;
+    url = started.url;
+    const { child } = server;
     for (let i = 0; i < 300; i++) {
-      if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode}: ${out}`);
+      if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode}: ${server.output()}`);
       const ok = await fetch(`${url}/healthz`).then((r) => r.status === 200, () => false);
       if (ok) return;
       await new Promise((r) => setTimeout(r, 100));
     }
-    throw new Error(`serve did not become healthy: ${out}`);
+    throw new Error(`serve did not become healthy: ${server.output()}`);
   };
 
   const kill9 = async () => {
@@ -170,8 +172,7 @@ d('keyed send across kill -9 of the server (built CLI, cloud-api provider)', () 
     await fake.start();
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-crash-'));
-    url = `http://127.0.0.1:${await freePort()}`;
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'warn' }, {
+    env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'warn' }, {
       PROVIDER: 'cloud-api',
       PROVIDER_BASE_URL: `http://127.0.0.1:${fake.port}`,
       PROVIDER_ACCESS_TOKEN: 'e2e-token',

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILT_CLI, describeWithBuiltCli, freePort, PROJECT_ROOT } from '../support/e2e-server';
+import { BUILT_CLI, describeWithBuiltCli, PROJECT_ROOT } from '../support/e2e-server';
 import { isRunning as running, postmasterPidOf, untilStopped } from '../support/embedded-process';
 
 // The README's `npm start` path as a new user meets it (docs/install.md, "Stopping and restarting", 2026-11-27):
@@ -38,10 +38,11 @@ d('npm start path: Ctrl-C, a second start, a SIGKILLed serve (built CLI, embedde
   const postmasters = new Set<number>();
 
   const serve = async (): Promise<Run> => {
-    const port = await freePort();
+    // PORT=0: the system picks the port as serve binds it (a port found free first could be taken before the child
+    // bound it); the URL is read from the line it prints (urlOf)
     const child = spawn(process.execPath, [BUILT_CLI, 'serve'], {
       cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], ...user.ids,
-      env: { PATH: process.env.PATH, HOME: cwd, PORT: String(port), DATA_DIR: relativeDataDir, LOG_LEVEL: 'info' },
+      env: { PATH: process.env.PATH, HOME: cwd, PORT: '0', DATA_DIR: relativeDataDir, LOG_LEVEL: 'info' },
     });
     let out = '';
     child.stdout!.on('data', (x) => (out += x));

@@ -6,7 +6,8 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { SERVE_LISTENING_LINE } from '../support/cli-process';
+import { BUILT_CLI as CLI, describeWithBuiltCli, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 import { isRunning, postmasterPidOf, untilStopped } from '../support/embedded-process';
 
 const TIMEOUT = 150_000;
@@ -40,17 +41,19 @@ d('serve started by an npm script', () => {
   });
 
   it('a SIGTERM to the script\'s shell (what npm passes on) stops serve and its embedded Postgres', async () => {
-    const port = String(await freePort());
+    // PORT=0: the system picks the port as serve binds it (a port found free first could be taken before serve bound
+    // it); the line it prints names the one it got
     let out = '';
     shell = spawn('sh', ['-c', `"${process.execPath}" "${CLI}" serve; :`], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: port, LOG_LEVEL: 'info', npm_lifecycle_event: 'start' },
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'info', npm_lifecycle_event: 'start' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let outputClosed = false;
     shell.stdout!.on('data', (x) => (out += x)).on('close', () => (outputClosed = true));
     shell.stderr!.on('data', (x) => (out += x));
-    await until('the listening line', () => out.includes(`listening on http://127.0.0.1:${port}`));
+    await until('the listening line', () => SERVE_LISTENING_LINE.test(out));
+    expect(SERVE_LISTENING_LINE.exec(out)![1]).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     servePid = Number(execFileSync('pgrep', ['-P', String(shell.pid)], { encoding: 'utf8' }).trim().split('\n')[0]);
     const postgres = postmasterPidOf(dataDir)!;
     expect(isRunning(servePid) && isRunning(postgres)).toBe(true);

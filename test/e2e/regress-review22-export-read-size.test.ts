@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, eventLogReadable, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
+import { describeWithBuiltCli, STACK_LINE } from '../support/e2e-server';
+import { eventsCliEnv, exportWithHeapLimit } from '../support/events-export-cli';
 
 // Regression review 22 (of dfef5d9): `events export` sized its next read by eventSizeEstimate of the batch's events,
 // which measures an array of more than 3 items by its first, middle and last, instead of the length of the lines it
@@ -27,7 +27,7 @@ d('regress-review22: events export sizes its reads by the lines it writes', () =
   beforeAll(async () => {
     db = await createTestDatabase();
     dir = mkdtempSync(join(tmpdir(), 'regress-review22-export-'));
-    env = { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, ...SECRETS, DATA_DIR: join(dir, 'data'), PORT: '0' };
+    env = eventsCliEnv(db.url, dir, SECRETS);
     // each event a chunk of 4 recipients (a bulk of 4), the second with 2 MB of variables
     await db.pool.query(
       `INSERT INTO es.events (stream_id, stream_revision, event_id, type, data, metadata)
@@ -50,24 +50,7 @@ d('regress-review22: events export sizes its reads by the lines it writes', () =
   });
 
   it(`exports ${EVENTS} chunks of 2 MB whose sampled recipients are small, with a ${HEAP_MB} MB heap`, async () => {
-    const r = await new Promise<{ status: number | null; signal: string | null; lines: number; positions: string[]; stderr: string }>((ok) => {
-      const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MB}`, CLI, 'events', 'export'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let lines = 0;
-      let tail = '';
-      const positions: string[] = [];
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => {
-        const text = tail + c.toString('latin1');
-        const parts = text.split('\n');
-        tail = parts.pop()!;
-        for (const p of parts) {
-          lines++;
-          positions.push(/^\{"position":"([^"]+)"/.exec(p)?.[1] ?? '?');
-        }
-      });
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.on('close', (status, signal) => ok({ status, signal, lines, positions, stderr }));
-    });
+    const r = await exportWithHeapLimit(env, HEAP_MB);
     expect({ status: r.status, signal: r.signal, stderr: r.stderr.slice(-2000) }).toEqual({ status: 0, signal: null, stderr: expect.stringContaining(`exported ${EVENTS} events`) });
     expect(r.stderr).not.toMatch(STACK_LINE);
     expect(r.lines).toBe(EVENTS);

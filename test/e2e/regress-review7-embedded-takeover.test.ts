@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILT_CLI, describeWithBuiltCli, freePort, PROJECT_ROOT } from '../support/e2e-server';
+import { BUILT_CLI, describeWithBuiltCli, PROJECT_ROOT } from '../support/e2e-server';
 import { isRunning as running, postmasterPidOf } from '../support/embedded-process';
 
 // Review 7 (2026-11-27) of the embedded takeover (a later start stops a server whose recorded owner is gone and
@@ -35,7 +35,9 @@ d('embedded takeover with other processes on the same DATA_DIR (built CLI)', () 
     return r;
   };
   const serve = async (): Promise<{ run: Run; url: string }> => {
-    const r = run(['serve'], { PORT: String(await freePort()) });
+    // PORT=0: the system picks the port as serve binds it (a port found free first could be taken before the child
+    // bound it); the URL is read from the line it prints
+    const r = run(['serve'], { PORT: '0' });
     for (let i = 0; i < 1200 && !/listening on http:/.test(r.out()); i++) {
       if (r.child.exitCode !== null) throw new Error(`serve exited before listening: ${r.out()}`);
       await new Promise((ok) => setTimeout(ok, 50));

@@ -8,7 +8,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILT_CLI as CLI, describeWithBuiltCli, freePort } from '../support/e2e-server';
+import { SERVE_LISTENING_LINE } from '../support/cli-process';
+import { BUILT_CLI as CLI, describeWithBuiltCli } from '../support/e2e-server';
 import { isRunning, postmasterPidOf, untilStopped } from '../support/embedded-process';
 
 const TIMEOUT = 240_000;
@@ -38,10 +39,10 @@ d('serve whose stdout pipe is read slowly keeps its last log lines (built CLI, e
   });
 
   it('every request line and the shutdown line reach a reader that reads on after a pause', async () => {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
+    // PORT=0: the system picks the port as serve binds it, its URL read from the line it prints (a port found free first
+    // could be taken before the child bound it)
     child = spawn(process.execPath, [CLI, 'serve'], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info', SHUTDOWN_DELAY_S: '0' },
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'info', SHUTDOWN_DELAY_S: '0' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -51,8 +52,10 @@ d('serve whose stdout pipe is read slowly keeps its last log lines (built CLI, e
     const closed = new Promise<void>((ok) => child!.stdout!.once('close', () => ok()));
     const exited = new Promise<number | null>((ok) => child!.once('exit', (code) => ok(code)));
     let healthy = false;
+    let url: string | undefined;
     for (let i = 0; i < 1200 && !healthy; i++) {
-      healthy = (await fetch(`${url}/healthz`).then((r) => r.status, () => 0)) === 200;
+      url = SERVE_LISTENING_LINE.exec(out)?.[1];
+      healthy = url !== undefined && (await fetch(`${url}/healthz`).then((r) => r.status, () => 0)) === 200;
       if (!healthy) await new Promise((r) => setTimeout(r, 100));
     }
     expect({ healthy, errors }).toEqual({ healthy: true, errors: '' });

@@ -1,20 +1,16 @@
-import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
+import { describeWithBuiltCli, STACK_LINE } from '../support/e2e-server';
+import { eventsCliEnv, type ExportedLine as Exported, type ExportRun, operatorRegistered, runEventsExport } from '../support/events-export-cli';
 
 // Review 11: `switchboard events export` as analytics replays it (built CLI, test database): exports resumed from
 // the printed position while real writers append, some of whose transactions take their id early and commit late;
 // the union of the exports is every event exactly once, in the log's order, also with --limit and filters.
 
 const SECRETS = { ANONYMIZATION_SECRET: 'review11-anonymization-secret', API_KEY_PEPPER: 'review11-api-key-pepper' };
-
-interface Exported { position: string; stream: string; revision: string; type: string; data: any; metadata: any }
-interface Run { status: number | null; lines: Exported[]; stderr: string; resume: string | undefined }
 
 const d = describeWithBuiltCli('review11 events replay suite');
 
@@ -26,32 +22,14 @@ d('review11: events export replayed from positions under concurrent writers', ()
   beforeAll(async () => {
     db = await createTestDatabase();
     dir = mkdtempSync(join(tmpdir(), 'review11-events-'));
-    env = { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, ...SECRETS, DATA_DIR: join(dir, 'data'), PORT: String(await freePort()) };
+    env = eventsCliEnv(db.url, dir, SECRETS);
   });
   afterAll(async () => {
     await db?.drop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  function exportLog(args: string[]): Promise<Run> {
-    return new Promise((ok) => {
-      const child = spawn(process.execPath, [CLI, 'events', 'export', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.on('close', (status) => {
-        const resume = /resume with --from '([^']*)'/.exec(stderr)?.[1];
-        ok({ status, stderr, resume, lines: out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Exported) });
-      });
-    });
-  }
-
-  const operator = (companyId: number, n: number) => ({
-    type: 'OperatorRegistered',
-    data: { companyId, operatorId: n, name: `op ${n}` },
-    metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, companyId, actor: 'cli', at: new Date().toISOString(), schemaVersion: 1 },
-  });
+  const exportLog = (args: string[]): Promise<ExportRun> => runEventsExport(env, args);
 
   const INSERT = `INSERT INTO es.events (stream_id, stream_revision, event_id, type, data, metadata)
     VALUES ($1, $2, $3, $4, $5, $6)`;
@@ -65,7 +43,7 @@ d('review11: events export replayed from positions under concurrent writers', ()
     await c.connect();
     try {
       for (let rev = 0; rev < count; rev++) {
-        const e = operator(companyId, rev + 1);
+        const e = operatorRegistered(companyId, rev + 1);
         if (late) {
           await c.query('BEGIN');
           await c.query('SELECT pg_current_xact_id()');

@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { PoolClient } from 'pg';
-import { type CliProcess, startCli } from '../support/cli-process';
+import { type CliProcess, SERVE_LISTENING_LINE, startCli } from '../support/cli-process';
 import { migrate, type MigrationsLockHolder } from '../../src/adapters/postgres/migrations';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { describeWithBuiltCli, e2eServerEnv, freePort } from '../support/e2e-server';
+import { describeWithBuiltCli, e2eServerEnv } from '../support/e2e-server';
 
 // Review 16b: a `serve` paused (SIGSTOP) while it holds the migrations' advisory lock at its start. Every other
 // start (`serve`, `worker`) and every CLI command migrates first, under that lock: they waited for as long as the
@@ -28,17 +28,18 @@ d('review 16b: a serve paused holding the migrations lock', () => {
   const started: CliProcess[] = [];
   let blocker: PoolClient | undefined;
 
-  const envFor = async (name: string) => {
-    const port = String(await freePort());
-    return {
-      port,
-      env: e2eServerEnv({ dataDir, port, databaseUrl: db.url, logLevel: 'info' }, { PGAPPNAME: name, RATE_LIMIT_ENABLED: 'false', STARTUP_WAIT_S: '120' }),
-    };
-  };
-  const ready = async (port: string, deadlineMs: number): Promise<boolean> => {
+  // PORT=0: each serve binds a port the system picks as it listens, its URL read from the line it prints then (a port
+  // found free first could be taken before the child bound it, and the readiness poll answered by another process).
+  // A and B start here rather than with startServeOnAnyPort: A prints its URL only once resumed, and B's start is
+  // bounded below by the test's own deadline
+  const envFor = (name: string) =>
+    e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'info' }, { PGAPPNAME: name, RATE_LIMIT_ENABLED: 'false', STARTUP_WAIT_S: '120' });
+  /** whether `serve` printed the URL it listens on and answers /readyz 200 there within `deadlineMs` */
+  const ready = async (serve: CliProcess, deadlineMs: number): Promise<boolean> => {
     const until = Date.now() + deadlineMs;
     while (Date.now() < until) {
-      if ((await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0)) === 200) return true;
+      const url = SERVE_LISTENING_LINE.exec(serve.stdout())?.[1];
+      if (url && (await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) === 200) return true;
       await new Promise((r) => setTimeout(r, 200));
     }
     return false;
@@ -73,8 +74,7 @@ d('review 16b: a serve paused holding the migrations lock', () => {
     blocker = await db.pool.connect();
     await blocker.query('BEGIN');
     await blocker.query('LOCK TABLE public.schema_migrations IN ACCESS EXCLUSIVE MODE');
-    const a = await envFor(A_NAME);
-    const A = startCli(['serve'], a.env);
+    const A = startCli(['serve'], envFor(A_NAME));
     started.push(A);
     // A waits for the test's table lock, holding the migrations' lock
     const holding = await waitFor(holderSql("= 'active'"), 60_000);
@@ -88,13 +88,12 @@ d('review 16b: a serve paused holding the migrations lock', () => {
     expect(idleHolder).toBe(holding);
     const pausedAt = Date.now();
 
-    const b = await envFor('sb-mig-paused-B');
-    const B = startCli(['serve'], b.env);
+    const B = startCli(['serve'], envFor('sb-mig-paused-B'));
     started.push(B);
-    const cli = startCli(['projections', 'status'], (await envFor('sb-mig-paused-cli')).env);
+    const cli = startCli(['projections', 'status'], envFor('sb-mig-paused-cli'));
     started.push(cli);
     // a generous bound, not a timing threshold: without the fix both wait for as long as A stays paused
-    const bReady = await ready(b.port, 100_000);
+    const bReady = await ready(B, 100_000);
     const bAfter = Date.now() - pausedAt;
     const cliExit = await Promise.race([cli.exited, new Promise<'waiting'>((r) => setTimeout(() => r('waiting'), Math.max(1, 100_000 - bAfter)))]);
     const holderGone = (await db.pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [holding])).rows.length === 0;
@@ -107,7 +106,7 @@ d('review 16b: a serve paused holding the migrations lock', () => {
     const waitingLine = B.output().split('\n').find((l) => l.includes('waiting for the migrations lock, held by another session'));
     expect(waitingLine).toContain(A_NAME);
     // A, resumed, finds its lock's session ended and starts all the same
-    expect(await ready(a.port, 60_000)).toBe(true);
+    expect(await ready(A, 60_000)).toBe(true);
   }, 240_000);
 
   // CI on 62e14f6: dozens of `events export` processes starting at once waited a moment for each other's migrations

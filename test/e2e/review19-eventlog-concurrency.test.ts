@@ -1,13 +1,11 @@
-import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Pool } from 'pg';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
-import type { EventToAppend } from '../../src/ports/event-store';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
+import { describeWithBuiltCli, STACK_LINE } from '../support/e2e-server';
+import { eventsCliEnv, type ExportedLine as Line, type ExportRun, operatorRegistered, runEventsExport } from '../support/events-export-cli';
 
 // Review 19: the event log as analytics replays it, under real concurrent writers. Sixteen writers append in
 // transactions of their own through the Postgres adapter (expected revisions, creations grouped into one statement
@@ -21,9 +19,6 @@ import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT,
 
 const SECRETS = { ANONYMIZATION_SECRET: 'review19-anonymization-secret', API_KEY_PEPPER: 'review19-api-key-pepper' };
 
-interface Line { position: string; stream: string; revision: string; type: string; data: any; metadata: any }
-interface Run { status: number | null; lines: Line[]; stderr: string; printed: string | undefined }
-
 const d = describeWithBuiltCli('review19 event-log concurrency suite');
 
 d('review19: exports resumed while many writers append concurrently', () => {
@@ -36,7 +31,7 @@ d('review19: exports resumed while many writers append concurrently', () => {
     db = await createTestDatabase();
     other = await createTestDatabase({ migrate: false });
     dir = mkdtempSync(join(tmpdir(), 'review19-conc-'));
-    env = { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, ...SECRETS, DATA_DIR: join(dir, 'data'), PORT: String(await freePort()) };
+    env = eventsCliEnv(db.url, dir, SECRETS);
   });
   afterAll(async () => {
     await db?.drop();
@@ -44,25 +39,7 @@ d('review19: exports resumed while many writers append concurrently', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  function exportLog(args: string[]): Promise<Run> {
-    return new Promise((ok) => {
-      const child = spawn(process.execPath, [CLI, 'events', 'export', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.on('close', (status) => {
-        const printed = /resume with --from '([^']*)'/.exec(stderr)?.[1];
-        ok({ status, stderr, printed, lines: out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line) });
-      });
-    });
-  }
-
-  const operator = (companyId: number, n: number): EventToAppend => ({
-    type: 'OperatorRegistered',
-    data: { companyId, operatorId: n, name: `op ${n}` },
-    metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, companyId, actor: 'cli', at: new Date().toISOString(), schemaVersion: 1 },
-  });
+  const exportLog = (args: string[]): Promise<ExportRun> => runEventsExport(env, args);
 
   const committed = new Set<string>();
   const rolledBack = new Set<string>();
@@ -71,21 +48,38 @@ d('review19: exports resumed while many writers append concurrently', () => {
   async function adapterWriter(store: PostgresEventStore, w: number, rounds: number): Promise<void> {
     const stream = `r19-w${w}`;
     for (let i = 0; i < rounds; i++) {
-      const a = [operator(w, 2 * i + 1), operator(w, 2 * i + 2)];
+      const a = [operatorRegistered(w, 2 * i + 1), operatorRegistered(w, 2 * i + 2)];
       await store.append(stream, a, i === 0 ? 'no_stream' : BigInt(2 * i - 1));
       a.forEach((e) => committed.add(e.metadata.eventId));
-      const c = operator(w, 1000 + i);
+      const c = operatorRegistered(w, 1000 + i);
       await store.append(`r19-w${w}-created-${i}`, [c], 'no_stream');
       committed.add(c.metadata.eventId);
       await new Promise((r) => setTimeout(r, 40)); // paced: the followers keep up with the head
       if (i % 5 === 0) {
-        const m = [operator(w, 5000 + i), operator(w, 6000 + i)];
+        const m = [operatorRegistered(w, 5000 + i), operatorRegistered(w, 6000 + i)];
         await store.appendMany([
           { streamId: `r19-w${w}-many-a-${i}`, events: [m[0]], expected: 'no_stream' },
           { streamId: `r19-w${w}-many-b-${i}`, events: [m[1]], expected: 'any' },
         ]);
         m.forEach((e) => committed.add(e.metadata.eventId));
       }
+    }
+  }
+
+  /** Each follower's runs so far (follow, follow --limit, readLoop). */
+  const runsSoFar = [0, 0, 0];
+  const FOLLOWED_IN_PIECES = 4;
+
+  /**
+   * Appends one event every 100 ms until every follower has read at least FOLLOWED_IN_PIECES times while the log grew
+   * (under load a follower's run can take longer than the other writers' rounds).
+   */
+  async function growUntilFollowed(store: PostgresEventStore): Promise<void> {
+    for (let i = 0; runsSoFar.some((n) => n < FOLLOWED_IN_PIECES); i++) {
+      const e = operatorRegistered(999, i + 1);
+      await store.append('r19-grow', [e], i === 0 ? 'no_stream' : BigInt(i - 1));
+      committed.add(e.metadata.eventId);
+      await new Promise((r) => setTimeout(r, 100));
     }
   }
 
@@ -101,17 +95,17 @@ d('review19: exports resumed while many writers append concurrently', () => {
         await c.query('BEGIN');
         await c.query('SELECT pg_current_xact_id()');
         await c.query('SELECT pg_sleep(0.03)');
-        const e = operator(w, i + 1);
+        const e = operatorRegistered(w, i + 1);
         await c.query(INSERT, [`r19-late-${w}`, rev, e.metadata.eventId, e.type, e.data, e.metadata]);
         // an append in a savepoint rolled back: never in the log
         await c.query('SAVEPOINT s');
-        const gone = operator(w, 100_000 + i);
+        const gone = operatorRegistered(w, 100_000 + i);
         await c.query(INSERT, [`r19-late-${w}`, rev + 1, gone.metadata.eventId, gone.type, gone.data, gone.metadata]);
         await c.query('ROLLBACK TO SAVEPOINT s');
         rolledBack.add(gone.metadata.eventId);
         // one in a savepoint kept
         await c.query('SAVEPOINT t');
-        const kept = operator(w, 200_000 + i);
+        const kept = operatorRegistered(w, 200_000 + i);
         await c.query(INSERT, [`r19-late-${w}`, rev + 1, kept.metadata.eventId, kept.type, kept.data, kept.metadata]);
         await c.query('RELEASE SAVEPOINT t');
         await c.query('SELECT pg_sleep(0.03)');
@@ -148,7 +142,7 @@ d('review19: exports resumed while many writers append concurrently', () => {
   }
 
   /** Follows the log in pieces of `--limit`, each resuming from the last line's position (or the printed one). */
-  async function follow(args: string[], resumeFromLastLine: boolean, until: Promise<unknown>): Promise<{ lines: Line[]; runs: number }> {
+  async function follow(args: string[], resumeFromLastLine: boolean, until: Promise<unknown>, follower: number): Promise<{ lines: Line[]; runs: number }> {
     let done = false;
     void until.then(() => (done = true));
     const got: Line[] = [];
@@ -157,21 +151,21 @@ d('review19: exports resumed while many writers append concurrently', () => {
     for (;;) {
       const finalRound = done;
       const r = await exportLog([...(position ? ['--from', position] : []), ...args]);
-      runs++;
+      runsSoFar[follower] = ++runs;
       expect({ status: r.status, stack: STACK_LINE.test(r.stderr), stderr: r.status === 0 ? "" : r.stderr }).toEqual({ status: 0, stack: false, stderr: "" });
-      expect(r.printed).toBeDefined();
+      expect(r.resume).toBeDefined();
       got.push(...r.lines);
       if (resumeFromLastLine) {
         if (r.lines.length) position = r.lines[r.lines.length - 1].position;
       } else {
-        position = r.printed!;
+        position = r.resume!;
       }
       if (finalRound && r.lines.length === 0) return { lines: got, runs };
     }
   }
 
   /** A reader in this process: the adapter's readAll from each batch's nextPosition, as a job resuming would. */
-  async function readLoop(store: PostgresEventStore, until: Promise<unknown>): Promise<{ lines: Line[]; runs: number }> {
+  async function readLoop(store: PostgresEventStore, until: Promise<unknown>, follower: number): Promise<{ lines: Line[]; runs: number }> {
     let done = false;
     void until.then(() => (done = true));
     const lines: Line[] = [];
@@ -180,7 +174,7 @@ d('review19: exports resumed while many writers append concurrently', () => {
     for (;;) {
       const finalRound = done;
       const batch = await store.readAll(position, 50);
-      runs++;
+      runsSoFar[follower] = ++runs;
       for (const e of batch.events) lines.push({ position: e.position, stream: e.streamId, revision: e.revision.toString(), type: e.type, data: e.data, metadata: e.metadata });
       position = batch.nextPosition;
       if (finalRound && batch.events.length === 0) return { lines, runs };
@@ -195,11 +189,12 @@ d('review19: exports resumed while many writers append concurrently', () => {
       const writers = Promise.all([
         ...Array.from({ length: 16 }, (_, w) => adapterWriter(store, w + 1, 60)),
         ...[101, 102, 103].map((w) => lateWriter(w, 80)),
+        growUntilFollowed(store),
       ]);
       const [fromLast, fromPrinted, inProcess] = await Promise.all([
-        follow([], true, writers),
-        follow(['--limit', '97'], false, writers),
-        readLoop(new PostgresEventStore(pool, { pinnedHorizonMs: 100 }), writers),
+        follow([], true, writers, 0),
+        follow(['--limit', '97'], false, writers, 1),
+        readLoop(new PostgresEventStore(pool, { pinnedHorizonMs: 100 }), writers, 2),
         otherDatabase(writers),
       ]);
       await writers;
@@ -208,7 +203,7 @@ d('review19: exports resumed while many writers append concurrently', () => {
       const order = full.lines.map((l) => l.metadata.eventId as string);
       expect(new Set(order)).toEqual(committed);
       for (const got of [fromLast, fromPrinted, inProcess]) {
-        expect(got.runs).toBeGreaterThan(3); // the log was followed in pieces while it grew
+        expect(got.runs).toBeGreaterThan(FOLLOWED_IN_PIECES); // the log was followed in pieces while it grew, and to its end
         const ids = got.lines.map((l) => l.metadata.eventId as string);
         expect(ids.filter((id) => rolledBack.has(id))).toEqual([]);
         expect(ids.length - new Set(ids).size).toBe(0); // none twice

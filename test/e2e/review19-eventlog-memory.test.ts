@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, eventLogReadable, type TestDatabase } from '../support/db';
-import { BUILT_CLI as CLI, describeWithBuiltCli, freePort, PROJECT_ROOT as ROOT, STACK_LINE } from '../support/e2e-server';
+import { describeWithBuiltCli, STACK_LINE } from '../support/e2e-server';
+import { eventsCliEnv, exportWithHeapLimit } from '../support/events-export-cli';
 
 // Review 19: `switchboard events export` of a log of large events (a bulk send's BulkRecipientsAdded chunks: 1,000
 // recipients with their variables, about 1.5 MB each here; up to the 32 MiB body of a send-bulk) must stream with
@@ -25,7 +25,7 @@ d('review19: events export of large events keeps its memory bounded', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     dir = mkdtempSync(join(tmpdir(), 'review19-mem-'));
-    env = { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, ...SECRETS, DATA_DIR: join(dir, 'data'), PORT: String(await freePort()) };
+    env = eventsCliEnv(db.url, dir, SECRETS);
     // built in Postgres (not sent from here): each event a chunk of 1,000 recipients with ~1.4 KB of variables each
     await db.pool.query(
       `INSERT INTO es.events (stream_id, stream_revision, event_id, type, data, metadata)
@@ -49,26 +49,7 @@ d('review19: events export of large events keeps its memory bounded', () => {
   it(`exports ${EVENTS} events of about 1.5 MB each (a 450 MB log) with a ${HEAP_MB} MB heap`, async () => {
     const { rows } = await db.pool.query<{ bytes: string }>('SELECT sum(octet_length(data::text))::text AS bytes FROM es.events');
     expect(Number(rows[0].bytes)).toBeGreaterThan(EVENTS * 1_400_000);
-    const r = await new Promise<{ status: number | null; signal: string | null; lines: number; bytes: number; positions: string[]; stderr: string }>((ok) => {
-      const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MB}`, CLI, 'events', 'export'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let lines = 0;
-      let bytes = 0;
-      let tail = '';
-      const positions: string[] = [];
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => {
-        bytes += c.length;
-        const text = tail + c.toString('latin1');
-        const parts = text.split('\n');
-        tail = parts.pop()!;
-        for (const p of parts) {
-          lines++;
-          positions.push(/^\{"position":"([^"]+)"/.exec(p)?.[1] ?? '?');
-        }
-      });
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.on('close', (status, signal) => ok({ status, signal, lines, bytes, positions, stderr }));
-    });
+    const r = await exportWithHeapLimit(env, HEAP_MB);
     expect({ status: r.status, signal: r.signal, stderr: r.stderr.slice(-2000) }).toEqual({ status: 0, signal: null, stderr: expect.stringContaining(`exported ${EVENTS} events`) });
     expect(r.stderr).not.toMatch(STACK_LINE);
     expect(r.lines).toBe(EVENTS);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { KafkaTransport } from '../../src/adapters/kafka/transport';
 import { PROVIDER_WEBHOOK_TOPIC, splitWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { type CliProcess, runCli, startCli } from '../support/cli-process';
+import { type CliProcess, runCli, startCli, startServeOnAnyPort } from '../support/cli-process';
 import { BUILT_CLI as CLI, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // `worker` (WORKER_OPS_PORT) on a real Kafka broker, stopped by SIGTERM while it consumes provider statuses: it
@@ -29,9 +29,14 @@ d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
   let child: CliProcess | undefined;
 
   const cli = (...args: string[]) => runCli(env, args);
-  const start = async (role: 'serve' | 'worker', ready: string) => {
-    child = startCli([role], env);
-    await child.untilOutput(ready, 1800);
+  const startWorker = async () => {
+    child = startCli(['worker'], env);
+    await child.untilOutput('switchboard worker started', 1800);
+  };
+  // on a port the system picks as it binds (PORT=0), its URL read from what it prints (a port found free first could be
+  // taken before the child bound it)
+  const startServe = async () => {
+    ({ serve: child, url } = await startServeOnAnyPort(env, ['serve'], { tries: 1800 }));
   };
   const stop = () => child!.stop();
   const recorded = async (ids: string[]) =>
@@ -42,8 +47,8 @@ d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
   beforeAll(async () => {
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-worker-kafka-review4-'));
-    url = `http://127.0.0.1:${await freePort()}`;
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'warn' }, {
+    env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'warn' }, {
+      // the worker's ops listener takes no port 0 (WORKER_OPS_PORT: 1 to 65535): found free first
       KAFKA_BROKERS: BROKERS, SANDBOX_DELIVERY: 'off', WORKER_OPS_PORT: String(await freePort()),
     });
     cli('seed', FIXTURE);
@@ -57,7 +62,7 @@ d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
 
   it('exits 0 mid-consumption; after a restart each (message, status) is recorded exactly once', async () => {
     const apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e worker').trim();
-    await start('serve', `listening on ${url}`);
+    await startServe();
     const sent: Array<{ id: string; to: string }> = [];
     for (let i = 0; i < SENDS; i++) {
       const to = `5491177${String(i + 1001).padStart(6, '0')}`; // never ending in 0000 (the sandbox refuses those)
@@ -71,7 +76,7 @@ d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
     }
     expect(await stop()).toBe(0);
 
-    await start('worker', 'switchboard worker started');
+    await startWorker();
     const producer = new KafkaTransport({ brokers: BROKERS!.split(','), clientId: 'e2e-review4' });
     try {
       const at = String(Math.floor(Date.now() / 1000));
@@ -88,7 +93,7 @@ d('worker: SIGTERM while consuming from Kafka (built CLI, real broker)', () => {
     expect(await stop()).toBe(0);
     console.log(`statuses recorded when SIGTERM was sent: ${atStop} of ${SENDS * 2}`);
 
-    await start('worker', 'switchboard worker started');
+    await startWorker();
     for (let i = 0; i < 600 && (await recorded(ids)).length < SENDS * 2; i++) await sleep(100);
     const rows = await recorded(ids);
     expect(rows).toHaveLength(SENDS * 2);

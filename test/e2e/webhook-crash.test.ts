@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +6,8 @@ import { Webhook } from 'standardwebhooks';
 import { signWebhook, statusWebhook } from '../../src/shared/provider-webhook';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startReceiver } from '../support/webhook-receiver';
-import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, startCli, startServeOnAnyPort } from '../support/cli-process';
+import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // Client webhooks survive `kill -9` of the delivering process (docs/webhooks.md, "Delivery"): the built CLI
 // (`serve`, then `serve` + `worker` sharing the work) with the operator setting that allows loopback endpoints,
@@ -42,7 +43,7 @@ d('client webhooks across kill -9 of the delivering process (built CLI)', () => 
   let env: NodeJS.ProcessEnv;
   let url: string;
   let apiKey: string;
-  const processes: Array<{ child: ChildProcess; output: () => string }> = [];
+  const processes: CliProcess[] = [];
 
   const cli = (...args: string[]) => {
     const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
@@ -51,17 +52,20 @@ d('client webhooks across kill -9 of the delivering process (built CLI)', () => 
   };
 
   const start = async (role: 'serve' | 'worker') => {
-    let out = '';
-    const child = spawn(process.execPath, [CLI, role], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (x) => (out += x));
-    child.stderr!.on('data', (x) => (out += x));
-    const p = { child, output: () => out };
+    let p: CliProcess;
+    if (role === 'serve') {
+      // on a port the system picks as it binds (PORT=0), its URL read from what it prints (a port found free first
+      // could be taken before the child bound it): each start has its own URL
+      ({ serve: p, url } = await startServeOnAnyPort(env));
+    } else {
+      p = startCli(['worker'], env); // a worker binds nothing (no WORKER_OPS_PORT)
+    }
     processes.push(p);
     const ready = role === 'serve'
       ? () => fetch(`${url}/healthz`).then((r) => r.status === 200, () => false)
-      : () => out.includes('worker started');
+      : () => p.output().includes('worker started');
     await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`${role} exited with ${child.exitCode}: ${out}`);
+      if (p.child.exitCode !== null) throw new Error(`${role} exited with ${p.child.exitCode}: ${p.output()}`);
       return ready();
     }, `${role} to start`);
     return p;
@@ -71,7 +75,7 @@ d('client webhooks across kill -9 of the delivering process (built CLI)', () => 
     const exited = new Promise<NodeJS.Signals | null>((ok) => p.child.once('exit', (_code, signal) => ok(signal)));
     p.child.kill('SIGKILL');
     expect(await exited).toBe('SIGKILL');
-    processes.splice(processes.indexOf(p as (typeof processes)[number]), 1);
+    processes.splice(processes.indexOf(p as CliProcess), 1);
   };
 
   const api = (method: string, path: string, body?: unknown) =>
@@ -111,8 +115,7 @@ d('client webhooks across kill -9 of the delivering process (built CLI)', () => 
     receiver = await startReceiver();
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-webhooks-'));
-    url = `http://127.0.0.1:${await freePort()}`;
-    env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, {
+    env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'info' }, {
       PROVIDER: 'sandbox',
       SANDBOX_DELIVERY: 'off',
       PROVIDER_APP_SECRET: APP_SECRET,

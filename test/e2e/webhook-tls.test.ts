@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +6,8 @@ import { Webhook } from 'standardwebhooks';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { HOOKS_TLS, TEST_CA_FILE, UNTRUSTED_TLS } from '../support/tls';
 import { startReceiver } from '../support/webhook-receiver';
-import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, freePort, PROJECT_ROOT as ROOT } from '../support/e2e-server';
+import { type CliProcess, startServeOnAnyPort } from '../support/cli-process';
+import { BUILT_CLI as CLI, describeWithBuiltCli, e2eServerEnv, PROJECT_ROOT as ROOT } from '../support/e2e-server';
 
 // Client webhooks over https from the built CLI, as production runs them (docs/webhooks.md, "Safety"): plain http
 // is not allowed (no WEBHOOKS_ALLOW_HTTP), only loopback is (the receivers are on 127.0.0.1), and the operator
@@ -23,8 +24,7 @@ d('client webhooks over https (built CLI, NODE_EXTRA_CA_CERTS)', () => {
   let dataDir: string;
   let trusted: Awaited<ReturnType<typeof startReceiver>>;
   let selfSigned: Awaited<ReturnType<typeof startReceiver>>;
-  let serve: ChildProcess | undefined;
-  let output = '';
+  let serve: CliProcess | undefined;
   let url: string;
   let apiKey: string;
 
@@ -36,8 +36,8 @@ d('client webhooks over https (built CLI, NODE_EXTRA_CA_CERTS)', () => {
     for (;;) {
       const v = await probe();
       if (v) return v;
-      if (serve?.exitCode !== null) throw new Error(`serve exited with ${serve?.exitCode}: ${output}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${output.slice(-3000)}`);
+      if (serve?.child.exitCode !== null) throw new Error(`serve exited with ${serve?.child.exitCode}: ${serve?.output()}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${serve?.output().slice(-3000)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   };
@@ -47,8 +47,7 @@ d('client webhooks over https (built CLI, NODE_EXTRA_CA_CERTS)', () => {
     selfSigned = await startReceiver({ tls: UNTRUSTED_TLS });
     db = await createTestDatabase({ migrate: false });
     dataDir = mkdtempSync(join(tmpdir(), 'switchboard-e2e-webhook-tls-'));
-    url = `http://127.0.0.1:${await freePort()}`;
-    const env = e2eServerEnv({ dataDir, port: new URL(url).port, databaseUrl: db.url, logLevel: 'info' }, {
+    const env = e2eServerEnv({ dataDir, port: '0', databaseUrl: db.url, logLevel: 'info' }, {
       WEBHOOKS_ALLOW_PRIVATE_URLS: 'true',
       NODE_EXTRA_CA_CERTS: TEST_CA_FILE,
     });
@@ -59,18 +58,14 @@ d('client webhooks over https (built CLI, NODE_EXTRA_CA_CERTS)', () => {
     };
     cli('seed', FIXTURE);
     apiKey = cli('keys', 'issue', '--company', '101', '--name', 'e2e webhook tls').trim();
-    serve = spawn(process.execPath, [CLI, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    serve.stdout!.on('data', (x) => (output += x));
-    serve.stderr!.on('data', (x) => (output += x));
+    // on a port the system picks as it binds (PORT=0), its URL read from what it prints: a port found free first and
+    // bound by the child next could be taken in between
+    ({ serve, url } = await startServeOnAnyPort(env));
     await waitFor(() => fetch(`${url}/healthz`).then((r) => r.status === 200, () => false), 'serve to start');
   }, TIMEOUT);
 
   afterAll(async () => {
-    if (serve && serve.exitCode === null) {
-      const exited = new Promise((ok) => serve!.once('exit', ok));
-      serve.kill('SIGTERM');
-      await exited;
-    }
+    if (serve && serve.child.exitCode === null) await serve.stop('SIGTERM');
     await trusted?.close();
     await selfSigned?.close();
     await db?.drop();

@@ -1,47 +1,18 @@
-import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
 import { createPool } from '../../src/adapters/postgres/pool';
 import { registerAuth } from '../../src/http/auth';
 import { registerErrorHandling } from '../../src/http/errors';
-import type { EventToAppend } from '../../src/ports/event-store';
 import { apiKeysProjection } from '../../src/projections/apikeys/projection';
-import type { Projection } from '../../src/projections/projection';
 import { checksumProjection, rebuildProjection } from '../../src/projections/rebuild';
 import { readCheckpoint } from '../../src/projections/store';
 import { hashApiKey, keyIdFromHash } from '../../src/shared/api-key';
 import { ProjectionRunner } from '../../src/workers/projection-runner';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { tallyCounts, tallyProjection, testEvent } from '../support/tally-projection';
 
-const ev = (type: string, data: unknown): EventToAppend => {
-  const id = randomUUID();
-  return { type, data, metadata: { eventId: id, correlationId: id, causationId: null, companyId: 1, actor: 'test', at: '2026-01-01T00:00:00.000Z' } };
-};
-
-/** A non-idempotent test projection: counting proves each event is applied exactly once. */
-function tallyProjection(opts: { failOnce?: string; name?: string } = {}): Projection & { failed: boolean } {
-  const p = {
-    name: opts.name ?? 'tally',
-    version: 1,
-    schema: `rm_${opts.name ?? 'tally'}`,
-    handles: ['Counted'],
-    failed: false,
-    ddl: 'CREATE TABLE IF NOT EXISTS counts (stream text PRIMARY KEY, n integer NOT NULL)',
-    async apply(tx: any, e: any) {
-      if (opts.failOnce && e.data.tag === opts.failOnce && !p.failed) {
-        p.failed = true;
-        throw new Error('injected failure mid-batch');
-      }
-      await tx.query('INSERT INTO counts (stream, n) VALUES ($1, 1) ON CONFLICT (stream) DO UPDATE SET n = counts.n + 1', [e.streamId]);
-    },
-  };
-  return p;
-}
-
-async function counts(db: TestDatabase): Promise<Record<string, number>> {
-  const r = await db.pool.query<{ stream: string; n: number }>('SELECT stream, n FROM rm_tally.counts');
-  return Object.fromEntries(r.rows.map((x) => [x.stream, x.n]));
-}
+const ev = testEvent;
+const counts = (db: TestDatabase): Promise<Record<string, number>> => tallyCounts(db.pool);
 
 describe('projection runner', () => {
   let db: TestDatabase;

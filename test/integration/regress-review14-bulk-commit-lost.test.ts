@@ -7,7 +7,6 @@
 // instead of passing that answer on.
 import net from 'node:net';
 import pino from 'pino';
-import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
 import { InProcessTransport } from '../../src/adapters/in-process/transport';
@@ -15,12 +14,11 @@ import { createEventStorePool, createPool } from '../../src/adapters/postgres/po
 import { SandboxProvider } from '../../src/adapters/provider/sandbox';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { loadConfig } from '../../src/config';
-import { buildApp } from '../../src/http/app';
 import { assembleServices } from '../../src/main';
 import type { MessagingProvider, SendTemplateRequest, SendTemplateResult } from '../../src/ports/provider';
 import type { Services } from '../../src/services';
-import { startWorkers, type Workers } from '../../src/workers';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { ServedApp } from '../support/served-app';
 import { TEST_ANON_SECRET, TEST_PEPPER } from '../support/services';
 import { SHOP, sendsFixture, waitUntil } from '../support/sends';
 import { sweepBulkLeasesNow } from '../support/bulk';
@@ -110,9 +108,7 @@ describe('regression review 14: send-bulk whose commit point committed, its answ
   let proxy: ReturnType<typeof startProxy>;
   let pools: { main: Pool; store: Pool; idempotency: Pool; export: Pool };
   let services: Services;
-  let transport: InProcessTransport;
-  let workers: Workers | undefined;
-  let app: FastifyInstance;
+  let served: ServedApp | undefined;
   let base: string;
   const provider = new CountingProvider();
   const logs: Array<Record<string, unknown>> = [];
@@ -134,27 +130,20 @@ describe('regression review 14: send-bulk whose commit point committed, its answ
       idempotency: createPool(db.url, 4, { asyncCommit: true }),
       export: createPool(db.url, config.export.maxConcurrent),
     };
-    transport = new InProcessTransport();
+    const transport = new InProcessTransport();
     services = assembleServices({
       config,
       secrets: { anonymizationSecret: TEST_ANON_SECRET, apiKeyPepper: TEST_PEPPER },
       pool: pools.main, exportPool: pools.export, idempotencyPool: pools.idempotency,
       store: new PostgresEventStore(pools.store), transport, logger: pino({ level: 'warn' }, { write: (l: string) => { logs.push(JSON.parse(l)); } }), provider,
     });
-    await services.runner.start();
-    workers = await startWorkers(services, { role: 'serve' });
-    app = await buildApp(services, { logger: false });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
+    served = new ServedApp(services, transport);
+    base = (await served.start({ logger: false })).base;
     await seedFixture(services, sendsFixture(), { actor: 'test' });
   }, 120_000);
 
   afterAll(async () => {
-    await app?.close();
-    await workers?.stop();
-    await services?.runner.stop();
-    await transport?.close();
-    await services?.store.close();
+    await served?.stop();
     for (const p of Object.values(pools ?? {})) await p.end().catch(() => undefined);
     await proxy?.close();
     await db?.drop();

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
-import type { EventToAppend, Position } from '../../src/ports/event-store';
-import type { Projection } from '../../src/projections/projection';
+import type { Position } from '../../src/ports/event-store';
 import { ProjectionRunner } from '../../src/workers/projection-runner';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { waitUntil } from '../support/sends';
+import { tallyCounts, tallyProjection, testEvent } from '../support/tally-projection';
 
 // Regression review 21 (of 9e47a5a, reads sized by their events): several projections share the runner's tail while
 // writers append events of very different sizes (so each projection's read size and the tail's change all the time,
@@ -15,23 +15,7 @@ import { waitUntil } from '../support/sends';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const rnd = (n: number) => Math.floor(Math.random() * n);
 
-const ev = (data: unknown): EventToAppend => {
-  const id = randomUUID();
-  return { type: 'Counted', data, metadata: { eventId: id, correlationId: id, causationId: null, companyId: 1, actor: 'test', at: '2026-01-01T00:00:00.000Z' } };
-};
-
-function tally(name: string): Projection {
-  return {
-    name,
-    version: 1,
-    schema: `rm_${name}`,
-    handles: ['Counted'],
-    ddl: 'CREATE TABLE IF NOT EXISTS counts (stream text PRIMARY KEY, n integer NOT NULL)',
-    async apply(tx: any, e: any) {
-      await tx.query('INSERT INTO counts (stream, n) VALUES ($1, 1) ON CONFLICT (stream) DO UPDATE SET n = counts.n + 1', [e.streamId]);
-    },
-  } as Projection;
-}
+const ev = (data: unknown) => testEvent('Counted', data);
 
 describe('regress-review21: sized reads under concurrent writers and late commits', () => {
   let db: TestDatabase;
@@ -48,7 +32,7 @@ describe('regress-review21: sized reads under concurrent writers and late commit
 
   it('each projection applies each event once', async () => {
     const names = ['t21a', 't21b', 't21c'];
-    const runner = new ProjectionRunner(db.pool, store, names.map(tally), { pollMs: 30, batchSize: 8 });
+    const runner = new ProjectionRunner(db.pool, store, names.map((name) => tallyProjection({ name })), { pollMs: 30, batchSize: 8 });
     await runner.prepare();
     await runner.start();
     const streams: string[] = [];
@@ -85,7 +69,7 @@ describe('regress-review21: sized reads under concurrent writers and late commit
       await Promise.all([0, 1, 2, 3, 4].map(writer));
       const expected = Object.fromEntries(streams.map((s) => [s, 1]));
       for (const name of names) {
-        const counts = async () => Object.fromEntries((await db.pool.query<{ stream: string; n: number }>(`SELECT stream, n FROM rm_${name}.counts`)).rows.map((r) => [r.stream, r.n]));
+        const counts = () => tallyCounts(db.pool, name);
         const got = await waitUntil(async () => {
           const c = await counts();
           return Object.keys(c).length >= streams.length && c;

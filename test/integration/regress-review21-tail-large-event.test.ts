@@ -1,12 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
-import type { EventToAppend } from '../../src/ports/event-store';
 import { START } from '../../src/ports/event-store';
-import type { Projection } from '../../src/projections/projection';
 import { ProjectionRunner } from '../../src/workers/projection-runner';
 import { SharedLogReader } from '../../src/workers/shared-log-reader';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { eventually, waitUntil } from '../support/sends';
+import { tallyCounts, tallyProjection, testEvent } from '../support/tally-projection';
 
 // Regression review 21 (of 9e47a5a, the reads sized by their events): the runner's tail is trimmed when it holds more
 // than 2 × RUNNER_READ_BYTES (4 MiB) of events, keeping the newest. When the tail held a single event of more than
@@ -15,25 +13,9 @@ import { eventually, waitUntil } from '../support/sends';
 // the head, each poll) until another event was appended. Every projection at the head failed its batch, was marked
 // 'failing' and backed off (up to 5 s) meanwhile.
 
-const ev = (type: string, data: unknown): EventToAppend => {
-  const id = randomUUID();
-  return { type, data, metadata: { eventId: id, correlationId: id, causationId: null, companyId: 1, actor: 'test', at: '2026-01-01T00:00:00.000Z' } };
-};
+const ev = testEvent;
 
 const BIG = 5 * 1024 * 1024; // characters of one string in the event's data: above 2 × RUNNER_READ_BYTES
-
-function tallyProjection(): Projection {
-  return {
-    name: 'tally21',
-    version: 1,
-    schema: 'rm_tally21',
-    handles: ['Counted'],
-    ddl: 'CREATE TABLE IF NOT EXISTS counts (stream text PRIMARY KEY, n integer NOT NULL)',
-    async apply(tx: any, e: any) {
-      await tx.query('INSERT INTO counts (stream, n) VALUES ($1, 1) ON CONFLICT (stream) DO UPDATE SET n = counts.n + 1', [e.streamId]);
-    },
-  } as Projection;
-}
 
 describe('regress-review21: a tail holding one event larger than its byte bound', () => {
   let db: TestDatabase;
@@ -73,11 +55,11 @@ describe('regress-review21: a tail holding one event larger than its byte bound'
   it('the runner applies each event once and fails no batch', async () => {
     const errors: unknown[] = [];
     const logger = { info: () => undefined, warn: () => undefined, error: (o: object) => { errors.push(o); } } as any;
-    const runner = new ProjectionRunner(db.pool, store, [tallyProjection()], { pollMs: 20, logger });
+    const runner = new ProjectionRunner(db.pool, store, [tallyProjection({ name: 'tally21' })], { pollMs: 20, logger });
     await runner.prepare();
     await runner.start();
     try {
-      const counts = async () => Object.fromEntries((await db.pool.query<{ stream: string; n: number }>('SELECT stream, n FROM rm_tally21.counts')).rows.map((r) => [r.stream, r.n]));
+      const counts = () => tallyCounts(db.pool, 'tally21');
       await eventually(counts, { small: 1, big: 1 });
       await store.append('after', [ev('Counted', { tag: 'after' })], 'any');
       await eventually(counts, { small: 1, big: 1, after: 1 });

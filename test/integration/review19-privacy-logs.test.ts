@@ -9,23 +9,20 @@
 //    up…`) and a customer's number in a conversation id (`msgapp-<number id>-549…`) are masked the same way.
 // Real HTTP, real Postgres, the process logger and the API app's logger as src/main.ts builds them, every level.
 import { Writable } from 'node:stream';
-import type { AddressInfo } from 'node:net';
 import { InProcessTransport } from '../../src/adapters/in-process/transport';
 import { PostgresEventStore } from '../../src/adapters/event-store/postgres';
 import { createPool } from '../../src/adapters/postgres/pool';
 import { seedFixture } from '../../src/commands/provisioning/seed';
 import { loadConfig } from '../../src/config';
-import { buildApp } from '../../src/http/app';
 import { assembleServices, createLogger } from '../../src/main';
 import { httpLoggerOptions, logRef } from '../../src/observability/logging';
 import { WrongExpectedRevisionError } from '../../src/ports/event-store';
 import type { Services } from '../../src/services';
 import { signWebhook } from '../../src/shared/provider-webhook';
-import { startWorkers, type Workers } from '../../src/workers';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { APP_SECRET, SHOP, sendsFixture, statusBody, unix, waitUntil } from '../support/sends';
+import { ServedApp } from '../support/served-app';
 import { TEST_ANON_SECRET, TEST_PEPPER } from '../support/services';
-import type { FastifyInstance } from 'fastify';
 
 const CUSTOMER = '5491155550144'; // a status's recipient
 const SENDER = '5491155550166'; // an inbound message's sender
@@ -46,9 +43,7 @@ describe('review19: customers in the log lines', () => {
   const lines = () => raw.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
   let db: TestDatabase;
   let services: Services;
-  let workers: Workers;
-  let app: FastifyInstance;
-  let transport: InProcessTransport;
+  let served: ServedApp | undefined;
   let exportPool: ReturnType<typeof createPool>;
   let base: string;
 
@@ -67,24 +62,20 @@ describe('review19: customers in the log lines', () => {
     });
     const logger = createLogger(config, stream); // as main.ts: the process logger at LOG_LEVEL
     exportPool = createPool(db.url, config.export.maxConcurrent);
-    transport = new InProcessTransport();
+    const transport = new InProcessTransport();
     services = assembleServices({
       config, secrets: { anonymizationSecret: TEST_ANON_SECRET, apiKeyPepper: TEST_PEPPER }, pool: db.pool, exportPool,
       store: new PostgresEventStore(db.pool), transport, logger,
     });
-    await services.runner.start();
-    await seedFixture(services, sendsFixture(), { actor: 'test' });
-    workers = await startWorkers(services, { role: 'serve' });
-    app = await buildApp(services, { logger: httpLoggerOptions(config.logLevel, stream) });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    served = new ServedApp(services, transport);
+    await served.start({
+      logger: httpLoggerOptions(config.logLevel, stream), // the API app's logger as main.ts builds it
+      beforeWorkers: async () => { await seedFixture(services, sendsFixture(), { actor: 'test' }); },
+    });
+    base = served.base;
   });
   afterAll(async () => {
-    await app?.close();
-    await workers?.stop();
-    await services?.runner.stop();
-    await transport?.close();
-    await services?.store.close();
+    await served?.stop();
     await exportPool?.end();
     await db?.drop();
   });

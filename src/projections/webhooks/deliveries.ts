@@ -343,19 +343,31 @@ export async function purgeWebhookLog(db: Db, before: Date, limit: number): Prom
  * queued before `before`, oldest first along the partial index deliveries_set_aside (migration 0019), so a batch
  * reads the rows it deletes whatever the backlog. One still in a sender's hands (its claim's lease running by the
  * caller's clock or Postgres's) is left to that sender's record; rows another transaction holds (a resume, a
- * record) are skipped, never waited for, so the purge cannot deadlock with them.
+ * record) are skipped, never waited for, so the purge cannot deadlock with them. The attempts logged for those of
+ * them attempted in their schedule (`attempts` > 0: pending when the endpoint was disabled) go with them (regression
+ * review 23b: such an attempt, younger than its delivery, outlived it by up to 3 days, counted but never listed, and a
+ * deliveries page of only such attempts came back empty without a `next` link to the older ones). Returns how many
+ * deliveries it deleted.
  */
 export async function purgeExpiredSetAside(db: Db, before: Date, now: Date, limit: number): Promise<number> {
-  const { rowCount } = await db.query(
-    `DELETE FROM webhooks.deliveries
-      WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries
-                             WHERE status = 'pending' AND next_attempt_at IS NULL AND created_at < $1
-                               AND (claimed_until IS NULL OR ${passedByBothClocks('claimed_until', '$2')})
-                             ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-        AND status = 'pending' AND next_attempt_at IS NULL`,
+  const { rows } = await db.query<{ deliveries: number }>(
+    `WITH gone AS (
+       DELETE FROM webhooks.deliveries
+        WHERE delivery_id IN (SELECT delivery_id FROM webhooks.deliveries
+                               WHERE status = 'pending' AND next_attempt_at IS NULL AND created_at < $1
+                                 AND (claimed_until IS NULL OR ${passedByBothClocks('claimed_until', '$2')})
+                               ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+          AND status = 'pending' AND next_attempt_at IS NULL
+       RETURNING delivery_id, endpoint_id, attempts
+     ), attempted AS (
+       DELETE FROM webhooks.attempts
+        WHERE endpoint_id = ANY(ARRAY(SELECT DISTINCT endpoint_id FROM gone WHERE attempts > 0))
+          AND delivery_id IN (SELECT delivery_id FROM gone WHERE attempts > 0)
+     )
+     SELECT count(*)::int AS deliveries FROM gone`,
     [before, now, limit],
   );
-  return rowCount ?? 0;
+  return rows[0].deliveries;
 }
 
 export interface DeliveryAttemptView {
